@@ -1,0 +1,64 @@
+#!/usr/bin/env node
+// `npm test`: every check that gates a merge, in order, then one summary. Each gate that is not a
+// test runner (lint, typecheck, build, publint, attw) counts as one check; vitest's tests count
+// one each. The last line is `N passed, M failed`, the form CI reads.
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+
+const root = join(import.meta.dirname, "..");
+const bin = (name) => join(root, "node_modules/.bin", name);
+const report = join(root, ".test-results/vitest.json");
+
+const steps = [
+  {
+    name: "Node 22 and 24 for the package tests",
+    // Installed apart from the root devDependencies; see tools/node-versions/package.json.
+    skipIf: () => existsSync(join(root, "tools/node-versions/node_modules/node24/bin/node")),
+    cmd: ["npm", "install", "--prefix", "tools/node-versions", "--no-audit", "--no-fund"],
+  },
+  { name: "lint and format (biome)", cmd: [bin("biome"), "check", "."] },
+  { name: "typecheck src", cmd: [bin("tsc"), "-p", "tsconfig.json"] },
+  { name: "typecheck tests, examples and benches", cmd: [bin("tsc"), "-p", "tsconfig.test.json"] },
+  { name: "build (tsup)", cmd: [bin("tsup")] },
+  {
+    name: "tests (vitest)",
+    cmd: [bin("vitest"), "run", "--reporter=default", "--reporter=json", `--outputFile.json=${report}`],
+    vitest: true,
+  },
+  { name: "package lint (publint)", cmd: [bin("publint"), "--strict"] },
+  { name: "package types (attw --pack)", cmd: [bin("attw"), "--pack", "."] },
+];
+
+mkdirSync(join(root, ".test-results"), { recursive: true });
+let passed = 0;
+let failed = 0;
+const lines = [];
+for (const step of steps) {
+  if (step.skipIf?.()) continue;
+  process.stdout.write(`\n=== ${step.name}: ${step.cmd.map((c) => c.replace(`${root}/`, "")).join(" ")}\n`);
+  const started = Date.now();
+  const result = spawnSync(step.cmd[0], step.cmd.slice(1), { cwd: root, stdio: "inherit", env: process.env });
+  const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  const ok = result.status === 0;
+  if (step.vitest) {
+    let counts = { numPassedTests: 0, numFailedTests: 0, numPendingTests: 0, numTotalTests: 0 };
+    if (existsSync(report)) counts = JSON.parse(readFileSync(report, "utf8"));
+    passed += counts.numPassedTests;
+    // A vitest run that failed outside any test (a suite that failed to load) still counts as a failure.
+    const failures = counts.numFailedTests || (ok ? 0 : 1);
+    failed += failures;
+    lines.push(
+      `${ok ? "ok  " : "FAIL"} ${step.name}: ${counts.numPassedTests} passed, ${failures} failed (${seconds}s)`,
+    );
+  } else {
+    if (ok) passed++;
+    else failed++;
+    lines.push(`${ok ? "ok  " : "FAIL"} ${step.name} (${seconds}s)`);
+  }
+}
+
+console.log("\n=== summary");
+for (const line of lines) console.log(line);
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);
