@@ -1,0 +1,32 @@
+import type { HmacBackend } from "./backend.js";
+import { type NodeBuffer, type NodeCrypto, nodeBackend } from "./node.js";
+import { webBackend } from "./web.js";
+
+interface MaybeNodeProcess {
+  process?: { getBuiltinModule?: (id: string) => unknown };
+}
+
+/**
+ * Picks the HMAC implementation once, at load. `node:crypto` is several times faster than Web
+ * Crypto on Node (a Web Crypto call is a thread-pool round trip), so it is used wherever the
+ * runtime offers it through `process.getBuiltinModule` (Node >= 20.16, Bun, Deno, Workers with
+ * nodejs_compat). Asking at run time instead of importing `node:crypto` keeps the core loadable
+ * on runtimes without Node built-ins (Workers without compatibility flags) and in bundlers.
+ */
+export function selectBackend(scope: MaybeNodeProcess = globalThis as MaybeNodeProcess): HmacBackend {
+  const load = scope.process?.getBuiltinModule;
+  if (typeof load === "function") {
+    try {
+      const crypto = load("node:crypto") as Partial<NodeCrypto> | undefined;
+      const buffer = load("node:buffer") as Partial<NodeBuffer> | undefined;
+      if (crypto?.createHmac && crypto.timingSafeEqual && buffer?.Buffer) {
+        return nodeBackend(crypto as NodeCrypto, buffer as NodeBuffer);
+      }
+    } catch {
+      // A runtime that lists getBuiltinModule but refuses these modules falls back to Web Crypto.
+    }
+  }
+  return webBackend(globalThis.crypto.subtle);
+}
+
+export const backend: HmacBackend = selectBackend();

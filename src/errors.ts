@@ -1,0 +1,74 @@
+/**
+ * Every way a delivery can be refused, with the HTTP status the receiver answers.
+ * One table, so the core and every adapter answer the same delivery the same way.
+ */
+const STATUS = {
+  missing_signature: 401,
+  invalid_signature: 401,
+  invalid_payload: 400,
+  payload_too_large: 413,
+  method_not_allowed: 405,
+  body_already_parsed: 500,
+  handler_error: 500,
+} as const;
+
+/** The machine-readable reason a delivery was refused; see the README's error table. */
+export type WebhookErrorCode = keyof typeof STATUS;
+
+// A registered symbol, not a class identity: a CommonJS and an ES module copy of this file
+// (or two installed versions) can both be loaded in one process, and `instanceof` must still
+// hold for an error thrown by either.
+const BRAND: unique symbol = Symbol.for("flag-webhooks.WebhookError") as never;
+
+/**
+ * The only error flag-webhooks throws for bad input. `code` says why, `status` is the HTTP
+ * status to answer with, and `message` is safe to send to the client: it never contains the
+ * secret or the expected signature.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   const event = await verifyEvent({ secret, payload, signature });
+ * } catch (err) {
+ *   if (err instanceof WebhookError) return Response.json(toErrorBody(err), { status: err.status });
+ *   throw err;
+ * }
+ * ```
+ */
+export class WebhookError extends Error {
+  /** Why the delivery was refused. */
+  readonly code: WebhookErrorCode;
+  /** The HTTP status a receiver answers with for this code. */
+  readonly status: number;
+  /** @internal brand checked by `instanceof`, see BRAND. */
+  readonly [BRAND] = true;
+
+  constructor(code: WebhookErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "WebhookError";
+    this.code = code;
+    this.status = STATUS[code];
+  }
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === "object" && value !== null && (value as { [BRAND]?: unknown })[BRAND] === true;
+  }
+}
+
+/** The service's error body shape, `{ "error": { "code", "message" } }` (spec section 7). */
+export interface ErrorBody {
+  error: { code: WebhookErrorCode; message: string };
+}
+
+/**
+ * Renders a {@link WebhookError} in the service's error shape, ready to send as JSON.
+ *
+ * @example
+ * ```ts
+ * res.status(err.status).json(toErrorBody(err));
+ * // { "error": { "code": "invalid_signature", "message": "..." } }
+ * ```
+ */
+export function toErrorBody(error: WebhookError): ErrorBody {
+  return { error: { code: error.code, message: error.message } };
+}

@@ -1,0 +1,44 @@
+import { WebhookError } from "./errors.js";
+import { parseEvent, type WebhookEvent } from "./events.js";
+import { assertPayload } from "./payload.js";
+import { assertSecret, SIGNATURE_HEADER, type VerifyOptions, verifySignature } from "./signature.js";
+
+/**
+ * Verifies a delivery, then parses it: the one call most receivers need. The body is never
+ * parsed unless its signature is right, so a forged body that is not JSON is
+ * `invalid_signature`, not `invalid_payload`.
+ *
+ * Throws {@link WebhookError}: `missing_signature` (401) when the header is absent or empty,
+ * `invalid_signature` (401) when it does not equal the HMAC under any secret (a repeated header
+ * included), `invalid_payload` (400) when an authentic body is not a valid event.
+ *
+ * @example
+ * ```ts
+ * const event = await verifyEvent({
+ *   secret: [newSecret, oldSecret],
+ *   payload: await request.text(),
+ *   signature: request.headers.get(SIGNATURE_HEADER),
+ * });
+ * if (event.type === "flag.updated") console.log(event.data.flag);
+ * ```
+ */
+export async function verifyEvent(options: VerifyOptions): Promise<WebhookEvent> {
+  const { secret, payload, signature } = options;
+  assertSecret(secret);
+  assertPayload(payload);
+  if (
+    signature === undefined ||
+    signature === null ||
+    signature === "" ||
+    (Array.isArray(signature) && signature.length === 0)
+  ) {
+    throw new WebhookError("missing_signature", `missing ${SIGNATURE_HEADER} header`);
+  }
+  if (!(await verifySignature(options))) {
+    throw new WebhookError(
+      "invalid_signature",
+      `${SIGNATURE_HEADER} header does not match the body: expected the lowercase hex HMAC-SHA256 of the raw body`,
+    );
+  }
+  return parseEvent(payload);
+}
