@@ -1,0 +1,26 @@
+import { vi } from "vitest";
+
+type Core = typeof import("../src/index.js");
+
+/**
+ * The core as a user gets it, once per HMAC implementation: as Node loads it (node:crypto), and
+ * as a runtime without `process.getBuiltinModule` loads it (Workers, older Node), where the
+ * same public functions must run on Web Crypto.
+ */
+export const backends: { name: string; load: () => Promise<Core> }[] = [
+  { name: "node:crypto", load: () => import("../src/index.js") },
+  {
+    name: "Web Crypto",
+    async load() {
+      vi.resetModules();
+      const original = process.getBuiltinModule;
+      (process as { getBuiltinModule?: unknown }).getBuiltinModule = undefined;
+      try {
+        return await import("../src/index.js");
+      } finally {
+        process.getBuiltinModule = original;
+        vi.resetModules();
+      }
+    },
+  },
+];

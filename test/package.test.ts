@@ -1,0 +1,120 @@
+import { execFileSync } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { vector } from "./vectors.js";
+
+// The packed tarball, installed the way a user's project gets it, under every supported Node.
+const root = resolve(import.meta.dirname, "..");
+const fixtures = join(root, "test/package");
+const extraNodes = join(root, "tools/node-versions/node_modules");
+const nodes = [
+  { name: "node 20", bin: process.execPath },
+  { name: "node 22", bin: join(extraNodes, "node22/bin/node") },
+  { name: "node 24", bin: join(extraNodes, "node24/bin/node") },
+];
+
+const CORE_EXPORTS = [
+  "SIGNATURE_HEADER",
+  "WebhookError",
+  "parseEvent",
+  "sign",
+  "toErrorBody",
+  "verifyEvent",
+  "verifySignature",
+];
+
+let project: string;
+const { secret, body, signature } = vector("flag-updated-compact");
+const args = JSON.stringify([secret, body.toString("hex"), signature]);
+
+function run(bin: string, argv: string[]): Record<string, unknown> {
+  const out = execFileSync(bin, argv, { cwd: project, encoding: "utf8" });
+  return JSON.parse(out.trim().split("\n").at(-1) ?? "");
+}
+
+beforeAll(() => {
+  project = mkdtempSync(join(tmpdir(), "flag-webhooks-consumer-"));
+  // prepack builds dist, so this tests what `npm publish` would ship.
+  execFileSync("npm", ["pack", "--silent", "--pack-destination", project], { cwd: root, stdio: "pipe" });
+  const tarball = readdirSync(project).find((f) => f.endsWith(".tgz"));
+  if (!tarball) throw new Error("npm pack made no tarball");
+  const installed = join(project, "node_modules/flag-webhooks");
+  mkdirSync(installed, { recursive: true });
+  execFileSync("tar", ["-xzf", join(project, tarball), "-C", installed, "--strip-components=1"]);
+  writeFileSync(join(project, "package.json"), '{ "name": "consumer", "private": true }\n');
+  cpSync(fixtures, project, { recursive: true });
+}, 120_000);
+
+afterAll(() => {
+  if (project) rmSync(project, { recursive: true, force: true });
+});
+
+describe("the packed package", () => {
+  it("ships only dist, package.json, README and LICENSE", () => {
+    const files = readdirSync(join(project, "node_modules/flag-webhooks")).sort();
+    expect(files).toEqual(["LICENSE", "README.md", "dist", "package.json"]);
+  });
+
+  describe.each(nodes)("on $name", ({ bin }) => {
+    it("has the Node binary it claims to test on", () => {
+      expect(existsSync(bin), `${bin} is missing: run npm install --prefix tools/node-versions`).toBe(true);
+    });
+
+    it("works through import, with one WebhookError for import and require", () => {
+      const result = run(bin, ["consumer.mjs", args]);
+      expect(result).toMatchObject({
+        exports: CORE_EXPORTS,
+        verified: true,
+        type: "flag.updated",
+        code: "invalid_signature",
+        instanceofImport: true,
+        instanceofRequire: true,
+      });
+    });
+
+    it("works through require on a Node that cannot require() ES modules", () => {
+      const result = run(bin, ["--no-experimental-require-module", "consumer.cjs", args]);
+      expect(result).toMatchObject({
+        exports: CORE_EXPORTS,
+        verified: true,
+        type: "flag.updated",
+        code: "missing_signature",
+        instanceofImport: true,
+        instanceofRequire: true,
+      });
+    });
+
+    it("runs the core with no global Buffer and no Node built-ins, on Web Crypto", () => {
+      const result = run(bin, ["no-builtins.mjs", args]);
+      expect(result).toEqual({ signed: true, verified: true, rejected: true, type: "flag.updated", webCryptoCalls: 2 }); // the malformed signature is refused before any HMAC
+    });
+  });
+
+  it("type-checks CommonJS and ES module consumers under module Node16", () => {
+    writeFileSync(
+      join(project, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          noEmit: true,
+          strict: true,
+          skipLibCheck: false,
+          module: "node16",
+          moduleResolution: "node16",
+          types: ["node"],
+          typeRoots: [join(root, "node_modules/@types")],
+        },
+        files: ["consumer-types.cts", "consumer-types.mts"],
+      }),
+    );
+    const tsc = join(root, "node_modules/typescript/bin/tsc");
+    let output = "";
+    try {
+      execFileSync(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project, encoding: "utf8", stdio: "pipe" });
+    } catch (error) {
+      output = String((error as { stdout?: string }).stdout) || String(error);
+    }
+    expect(output).toBe("");
+  });
+});

@@ -1,0 +1,13 @@
+// Type-checked with module Node16 against the packed .d.cts: CommonJS consumers get real types.
+import { verifyEvent, WebhookError, type WebhookEvent } from "flag-webhooks";
+
+export async function handle(body: Buffer, signature: string | undefined): Promise<string> {
+  try {
+    const event: WebhookEvent = await verifyEvent({ secret: "s", payload: body, signature });
+    if (event.type === "flag.updated") return event.data.actor.email;
+    return event.type;
+  } catch (error) {
+    if (error instanceof WebhookError) return error.code;
+    throw error;
+  }
+}

@@ -1,0 +1,7 @@
+// Type-checked with module Node16 against the packed .d.ts: ES module consumers get real types.
+import { sign, type WebhookErrorCode, type WebhookEvent } from "flag-webhooks";
+
+export const signature: Promise<string> = sign({ secret: "s", payload: new Uint8Array([1]) });
+export function codeOf(event: WebhookEvent): string | WebhookErrorCode {
+  return event.type === "unknown" ? event.originalType : event.type;
+}

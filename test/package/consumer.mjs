@@ -1,0 +1,24 @@
+// Runs inside a temporary project that has the packed tarball installed, under each Node major.
+// Prints one JSON line that package.test.ts checks.
+import { createRequire } from "node:module";
+import * as esm from "flag-webhooks";
+
+const require = createRequire(import.meta.url);
+const [secret, body, signature] = JSON.parse(process.argv[2]);
+
+const verified = await esm.verifySignature({ secret, payload: Buffer.from(body, "hex"), signature });
+const event = await esm.verifyEvent({ secret, payload: Buffer.from(body, "hex"), signature });
+const thrown = await esm.verifyEvent({ secret, payload: "x", signature: "0".repeat(64) }).catch((e) => e);
+const cjs = require("flag-webhooks");
+
+console.log(
+  JSON.stringify({
+    node: process.version,
+    exports: Object.keys(esm).sort(),
+    verified,
+    type: event.type,
+    code: thrown.code,
+    instanceofImport: thrown instanceof esm.WebhookError,
+    instanceofRequire: thrown instanceof cjs.WebhookError,
+  }),
+);
