@@ -1,7 +1,12 @@
 import { defineConfig } from "tsup";
 
 export default defineConfig({
-  entry: { index: "src/index.ts" },
+  entry: {
+    index: "src/index.ts",
+    express: "src/adapters/express.ts",
+    koa: "src/adapters/koa.ts",
+    fetch: "src/adapters/fetch.ts",
+  },
   format: ["esm", "cjs"],
   dts: true,
   // Shared chunks, in both formats, so every entry point uses one copy of WebhookError.

@@ -15,7 +15,7 @@ export {
   type WebhookEventType,
 } from "./events.js";
 export type { Payload } from "./payload.js";
-export { verifyEvent } from "./receive.js";
+export { type ReceiverOptions, verifyEvent } from "./receive.js";
 export {
   type Secret,
   SIGNATURE_HEADER,

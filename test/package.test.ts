@@ -25,6 +25,14 @@ const CORE_EXPORTS = [
   "verifySignature",
 ];
 
+const ADAPTER_EXPORTS = ["webhookMiddleware", "webhookMiddleware", "verifyRequest,webhookHandler"];
+const adapterResults = {
+  adapters: ADAPTER_EXPORTS,
+  adapterError: "invalid_signature",
+  adapterInstanceofImport: true,
+  adapterInstanceofRequire: true,
+};
+
 let project: string;
 const { secret, body, signature } = vector("flag-updated-compact");
 const args = JSON.stringify([secret, body.toString("hex"), signature]);
@@ -62,7 +70,7 @@ describe("the packed package", () => {
       expect(existsSync(bin), `${bin} is missing: run npm install --prefix tools/node-versions`).toBe(true);
     });
 
-    it("works through import, with one WebhookError for import and require", () => {
+    it("works through import for every entry, with one WebhookError for import and require", () => {
       const result = run(bin, ["consumer.mjs", args]);
       expect(result).toMatchObject({
         exports: CORE_EXPORTS,
@@ -71,10 +79,11 @@ describe("the packed package", () => {
         code: "invalid_signature",
         instanceofImport: true,
         instanceofRequire: true,
+        ...adapterResults,
       });
     });
 
-    it("works through require on a Node that cannot require() ES modules", () => {
+    it("works through require for every entry on a Node that cannot require() ES modules", () => {
       const result = run(bin, ["--no-experimental-require-module", "consumer.cjs", args]);
       expect(result).toMatchObject({
         exports: CORE_EXPORTS,
@@ -83,6 +92,7 @@ describe("the packed package", () => {
         code: "missing_signature",
         instanceofImport: true,
         instanceofRequire: true,
+        ...adapterResults,
       });
     });
 

@@ -43,7 +43,7 @@ describe("WebhookEvent", () => {
   });
 
   it("narrows with if on type", () => {
-    if (event.type === "flag.updated") expectTypeOf(event.data.changes[0]!.path).toEqualTypeOf<string>();
+    if (event.type === "flag.updated") expectTypeOf(event.data.changes[0]?.path).toEqualTypeOf<string | undefined>();
     if (event.type === "rollout.step") {
       // @ts-expect-error data of other types has no actor field typed
       event.data.actor.email;

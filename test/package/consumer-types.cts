@@ -11,3 +11,11 @@ export async function handle(body: Buffer, signature: string | undefined): Promi
     throw error;
   }
 }
+
+// Every adapter entry resolves with types from CommonJS under Node16 too.
+import { webhookMiddleware as express } from "flag-webhooks/express";
+import { webhookHandler } from "flag-webhooks/fetch";
+import { webhookMiddleware as koa, type WebhookState } from "flag-webhooks/koa";
+
+export const handlers = [express({ secret: "s" }), koa({ secret: "s" }), webhookHandler({ secret: "s", onEvent() {} })];
+export type State = WebhookState;

@@ -5,3 +5,10 @@ export const signature: Promise<string> = sign({ secret: "s", payload: new Uint8
 export function codeOf(event: WebhookEvent): string | WebhookErrorCode {
   return event.type === "unknown" ? event.originalType : event.type;
 }
+
+import { webhookMiddleware } from "flag-webhooks/express";
+import { verifyRequest } from "flag-webhooks/fetch";
+
+export const middleware = webhookMiddleware({ secret: ["a", "b"], limit: "1mb" });
+export const verified: (request: Request) => Promise<WebhookEvent> = (request) =>
+  verifyRequest(request, { secret: "s" });

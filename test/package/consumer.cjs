@@ -1,6 +1,9 @@
 // The CommonJS twin of consumer.mjs, run with --no-experimental-require-module so it proves a
 // real CommonJS build rather than Node's require() of ES modules.
 const cjs = require("flag-webhooks");
+const express = require("flag-webhooks/express");
+const koa = require("flag-webhooks/koa");
+const fetchAdapter = require("flag-webhooks/fetch");
 
 const [secret, body, signature] = JSON.parse(process.argv[2]);
 
@@ -9,15 +12,21 @@ const [secret, body, signature] = JSON.parse(process.argv[2]);
   const event = await cjs.verifyEvent({ secret, payload: Buffer.from(body, "hex"), signature });
   const thrown = await cjs.verifyEvent({ secret, payload: "x", signature: undefined }).catch((e) => e);
   const esm = await import("flag-webhooks");
+  const request = new Request("http://x/", { method: "POST", body: "{}", headers: { "service-signature": signature } });
+  const fromAdapter = await fetchAdapter.verifyRequest(request, { secret }).catch((e) => e);
   console.log(
     JSON.stringify({
       node: process.version,
       exports: Object.keys(cjs).sort(),
+      adapters: [express, koa, fetchAdapter].map((m) => Object.keys(m).sort().join(",")),
       verified,
       type: event.type,
       code: thrown.code,
       instanceofImport: thrown instanceof esm.WebhookError,
       instanceofRequire: thrown instanceof cjs.WebhookError,
+      adapterError: fromAdapter.code,
+      adapterInstanceofImport: fromAdapter instanceof esm.WebhookError,
+      adapterInstanceofRequire: fromAdapter instanceof cjs.WebhookError,
     }),
   );
 })();

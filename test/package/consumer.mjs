@@ -2,6 +2,9 @@
 // Prints one JSON line that package.test.ts checks.
 import { createRequire } from "node:module";
 import * as esm from "flag-webhooks";
+import * as express from "flag-webhooks/express";
+import * as fetchAdapter from "flag-webhooks/fetch";
+import * as koa from "flag-webhooks/koa";
 
 const require = createRequire(import.meta.url);
 const [secret, body, signature] = JSON.parse(process.argv[2]);
@@ -10,15 +13,21 @@ const verified = await esm.verifySignature({ secret, payload: Buffer.from(body, 
 const event = await esm.verifyEvent({ secret, payload: Buffer.from(body, "hex"), signature });
 const thrown = await esm.verifyEvent({ secret, payload: "x", signature: "0".repeat(64) }).catch((e) => e);
 const cjs = require("flag-webhooks");
+const request = new Request("http://x/", { method: "POST", body: "{}", headers: { "service-signature": signature } });
+const fromAdapter = await fetchAdapter.verifyRequest(request, { secret }).catch((e) => e);
 
 console.log(
   JSON.stringify({
     node: process.version,
     exports: Object.keys(esm).sort(),
+    adapters: [express, koa, fetchAdapter].map((m) => Object.keys(m).sort().join(",")),
     verified,
     type: event.type,
     code: thrown.code,
     instanceofImport: thrown instanceof esm.WebhookError,
     instanceofRequire: thrown instanceof cjs.WebhookError,
+    adapterError: fromAdapter.code,
+    adapterInstanceofImport: fromAdapter instanceof esm.WebhookError,
+    adapterInstanceofRequire: fromAdapter instanceof cjs.WebhookError,
   }),
 );

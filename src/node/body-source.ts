@@ -1,0 +1,22 @@
+import type { IncomingMessage } from "node:http";
+import type { Payload } from "../payload.js";
+import { bodyAlreadyParsed } from "../receive.js";
+import { readBody } from "./read-body.js";
+
+/**
+ * Where the raw body of a Node request is, shared by the Express and Koa adapters: raw bytes a
+ * framework or body parser kept (`rawBody`, or a Buffer body from express.raw()), else the
+ * request stream. A stream something else already read is a configuration error, reported as
+ * body_already_parsed instead of waiting for data that will never come.
+ */
+export function nodeBody(
+  req: IncomingMessage,
+  raw: unknown,
+  where: string,
+): (limit: number) => Payload | Promise<Payload> {
+  return (limit) => {
+    if (raw instanceof Uint8Array || typeof raw === "string") return raw;
+    if (req.readableEnded || (req as { _body?: unknown })._body === true) throw bodyAlreadyParsed(where);
+    return readBody(req, limit);
+  };
+}

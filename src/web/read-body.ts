@@ -1,0 +1,36 @@
+import { bodyAlreadyParsed, payloadTooLarge } from "../receive.js";
+
+/**
+ * Reads a fetch Request's raw body, at most `limit` bytes. Refuses at once when Content-Length
+ * announces more; otherwise counts what the stream yields and cancels it at the first byte over
+ * the limit, so a body without Content-Length (streamed) is never buffered past the limit.
+ */
+export async function readRequestBody(request: Request, limit: number): Promise<Uint8Array> {
+  if (request.bodyUsed) throw bodyAlreadyParsed("the request body");
+  const announced = request.headers.get("content-length");
+  if (announced !== null && Number(announced) > limit) throw payloadTooLarge(limit);
+  if (request.body === null) return new Uint8Array(0);
+
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let received = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    received += value.byteLength;
+    if (received > limit) {
+      // Not awaited: some runtimes settle cancel() only when the sender stops.
+      reader.cancel().catch(() => {});
+      throw payloadTooLarge(limit);
+    }
+    chunks.push(value);
+  }
+  if (chunks.length === 1) return chunks[0] as Uint8Array;
+  const body = new Uint8Array(received);
+  let offset = 0;
+  for (const chunk of chunks) {
+    body.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return body;
+}

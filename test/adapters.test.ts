@@ -1,0 +1,116 @@
+import { createHmac } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import express from "express";
+import Koa from "koa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { webhookMiddleware as expressMiddleware, type WebhookRequest } from "../src/adapters/express.js";
+import { webhookHandler } from "../src/adapters/fetch.js";
+import { webhookMiddleware as koaMiddleware, type WebhookState } from "../src/adapters/koa.js";
+import { buildCases, type DeliveryCase, LIMIT, SECRET, SECRETS } from "./cases.js";
+import { type Answer, close, listen, send } from "./http.js";
+
+const cases = buildCases((body) => createHmac("sha256", SECRET).update(body).digest("hex"));
+const options = { secret: SECRETS, limit: LIMIT };
+
+/** Each adapter as a user mounts it; the application answers 200 with the event it was handed. */
+const nodeServers: { name: string; make: () => Server }[] = [
+  {
+    name: "Express 5",
+    make() {
+      const app = express();
+      app.use("/webhooks", expressMiddleware(options), (req, res) => {
+        res.json({ received: req.webhookEvent });
+      });
+      return createServer(app);
+    },
+  },
+  {
+    name: "Koa 3",
+    make() {
+      const app = new Koa<WebhookState>();
+      app.use(koaMiddleware(options));
+      app.use((ctx) => {
+        ctx.body = { received: ctx.state.webhookEvent };
+      });
+      return createServer(app.callback());
+    },
+  },
+  {
+    name: "plain node:http with the Express middleware",
+    make() {
+      const middleware = expressMiddleware(options);
+      return createServer((req, res) => {
+        void middleware(req, res, () => {
+          res.setHeader("content-type", "application/json");
+          res.end(JSON.stringify({ received: (req as WebhookRequest).webhookEvent }));
+        });
+      });
+    },
+  },
+];
+
+function expectAnswer(c: DeliveryCase, answer: Answer): void {
+  expect(answer.status).toBe(c.status);
+  if (c.code) {
+    expect(answer.json).toEqual({ error: { code: c.code, message: expect.any(String) } });
+    expect(String(answer.headers["content-type"])).toMatch(/^application\/json/);
+    const text = JSON.stringify(answer.json);
+    expect(text).not.toContain(SECRET);
+    expect(text).not.toContain(SECRETS[0]);
+  } else {
+    expect(answer.json.received.type).toBe(c.eventType);
+    expect(answer.json.received.id).toBe("evt_01HZX3K9");
+  }
+  if (c.code === "method_not_allowed") expect(answer.headers.allow).toBe("POST");
+}
+
+describe.each(nodeServers)("$name", ({ make }) => {
+  let server: Server;
+  beforeAll(async () => {
+    server = await listen(make());
+  });
+  afterAll(() => close(server));
+
+  it.each(cases)("$name", async (c) => {
+    expectAnswer(c, await send(server, c));
+  });
+
+  it("keeps serving valid deliveries after every hostile request in the table", async () => {
+    const valid = cases[0] as DeliveryCase;
+    for (const c of cases) await send(server, c);
+    expectAnswer(valid, await send(server, valid));
+  });
+});
+
+describe("fetch handler with real Request objects", () => {
+  const handler = webhookHandler({ ...options, onEvent: (event) => Response.json({ received: event }) });
+
+  function toRequest(c: DeliveryCase): Request {
+    const headers = new Headers();
+    for (const [name, value] of Object.entries(c.headers)) {
+      for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
+    }
+    const method = c.method ?? "POST";
+    if (method === "GET") return new Request("http://localhost/webhooks", { method, headers });
+    const body = c.streamed
+      ? new ReadableStream<Uint8Array>({
+          start(controller) {
+            const step = Math.ceil(c.body.length / 4);
+            for (let i = 0; i < c.body.length; i += step) controller.enqueue(c.body.subarray(i, i + step));
+            controller.close();
+          },
+        })
+      : c.body;
+    return new Request("http://localhost/webhooks", { method, headers, body, duplex: "half" } as RequestInit);
+  }
+
+  it.each(cases)("$name", async (c) => {
+    const response = await handler(toRequest(c));
+    const text = await response.text();
+    expectAnswer(c, {
+      status: response.status,
+      headers: Object.fromEntries(response.headers),
+      json: text ? JSON.parse(text) : undefined,
+    });
+  });
+});

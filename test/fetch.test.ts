@@ -1,0 +1,128 @@
+import { describe, expect, it, vi } from "vitest";
+import { verifyRequest, webhookHandler } from "../src/adapters/fetch.js";
+import { WebhookError } from "../src/index.js";
+import { vector } from "./vectors.js";
+
+const { secret, body, signature } = vector("flag-updated-compact");
+const post = (
+  headers: Record<string, string> = { "service-signature": signature },
+  payload: BodyInit = new Uint8Array(body),
+) => new Request("https://example.test/webhooks", { method: "POST", headers, body: payload });
+
+describe("webhookHandler", () => {
+  it("answers 204 with no body once onEvent resolves, and hands it the request", async () => {
+    const onEvent = vi.fn(async () => {});
+    const request = post();
+    const response = await webhookHandler({ secret, onEvent })(request);
+    expect(response.status).toBe(204);
+    expect(await response.text()).toBe("");
+    expect(onEvent).toHaveBeenCalledWith(expect.objectContaining({ type: "flag.updated" }), request);
+  });
+
+  it("answers with the Response onEvent returns", async () => {
+    const response = await webhookHandler({ secret, onEvent: () => new Response("queued", { status: 202 }) })(post());
+    expect([response.status, await response.text()]).toEqual([202, "queued"]);
+  });
+
+  it("answers 500 handler_error when onEvent throws, without the thrown message, and reports the error", async () => {
+    const onError = vi.fn();
+    const failure = new Error("db password=hunter2 refused");
+    const handler = webhookHandler({
+      secret,
+      onEvent: () => {
+        throw failure;
+      },
+      onError,
+    });
+    const response = await handler(post());
+    const text = await response.text();
+    expect(response.status).toBe(500);
+    expect(JSON.parse(text).error.code).toBe("handler_error");
+    expect(text).not.toContain("hunter2");
+    expect(onError).toHaveBeenCalledWith(failure, expect.any(Request));
+  });
+
+  it("logs a failing onEvent with console.error when no onError is given", async () => {
+    const log = vi.spyOn(console, "error").mockImplementation(() => {});
+    const response = await webhookHandler({ secret, onEvent: () => Promise.reject(new Error("boom")) })(post());
+    expect(response.status).toBe(500);
+    expect(log).toHaveBeenCalledWith(expect.stringContaining("onEvent threw"), expect.any(Error));
+    log.mockRestore();
+  });
+
+  it("does not call onEvent for a refused delivery", async () => {
+    const onEvent = vi.fn();
+    const response = await webhookHandler({ secret, onEvent })(post({ "service-signature": "f".repeat(64) }));
+    expect(response.status).toBe(401);
+    expect(onEvent).not.toHaveBeenCalled();
+  });
+
+  it("explains body_already_parsed when the body was read before the handler", async () => {
+    const request = post();
+    await request.text();
+    const response = await webhookHandler({ secret, onEvent: () => {} })(request);
+    expect(response.status).toBe(500);
+    expect((await response.json()).error.code).toBe("body_already_parsed");
+  });
+
+  it("answers 413 from Content-Length alone, before reading a body", async () => {
+    let pulled = 0;
+    const stream = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        pulled++;
+        controller.enqueue(new Uint8Array(10));
+      },
+    });
+    const request = new Request("https://example.test/webhooks", {
+      method: "POST",
+      headers: { "service-signature": signature, "content-length": "2000000" },
+      body: stream,
+      duplex: "half",
+    } as RequestInit);
+    const response = await webhookHandler({ secret, onEvent: () => {} })(request);
+    expect(response.status).toBe(413);
+    expect(pulled).toBeLessThanOrEqual(1); // a stream may pre-fill one chunk; none were read
+  });
+
+  it("stops reading an endless stream at the limit and cancels it", async () => {
+    let cancelled = false;
+    const stream = new ReadableStream<Uint8Array>({
+      pull: (controller) => controller.enqueue(new Uint8Array(4096)),
+      cancel: () => {
+        cancelled = true;
+      },
+    });
+    const request = new Request("https://example.test/webhooks", {
+      method: "POST",
+      headers: { "service-signature": signature },
+      body: stream,
+      duplex: "half",
+    } as RequestInit);
+    const response = await webhookHandler({ secret, limit: "64kb", onEvent: () => {} })(request);
+    expect(response.status).toBe(413);
+    await vi.waitFor(() => expect(cancelled).toBe(true));
+  });
+
+  it("checks options when it is created", () => {
+    expect(() => webhookHandler({ secret: "", onEvent: () => {} })).toThrow(/"secret"/);
+    expect(() => webhookHandler({ secret } as never)).toThrow(/"onEvent"/);
+    expect(() => webhookHandler({ secret, limit: 1.5, onEvent: () => {} })).toThrow(/"limit"/);
+  });
+});
+
+describe("verifyRequest", () => {
+  it("returns the typed event", async () => {
+    const event = await verifyRequest(post(), { secret });
+    expect(event.type === "flag.updated" && event.data.actor.email).toBe("dana@example.com");
+  });
+
+  it("throws a WebhookError with code and status for a refused delivery", async () => {
+    const error = await verifyRequest(post({}), { secret }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WebhookError);
+    expect([(error as WebhookError).code, (error as WebhookError).status]).toEqual(["missing_signature", 401]);
+  });
+
+  it("rejects with a TypeError for a missing secret", async () => {
+    await expect(verifyRequest(post(), { secret: "" })).rejects.toThrow(TypeError);
+  });
+});

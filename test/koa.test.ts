@@ -1,0 +1,73 @@
+import { bodyParser } from "@koa/bodyparser";
+import Koa from "koa";
+import supertest from "supertest";
+import { describe, expect, it, vi } from "vitest";
+import { type WebhookState, webhookMiddleware } from "../src/adapters/koa.js";
+import { vector } from "./vectors.js";
+
+const { secret, body, signature } = vector("flag-updated-compact");
+const pretty = vector("flag-updated-pretty");
+
+function app(before: Koa.Middleware[] = []) {
+  const application = new Koa<WebhookState>();
+  const reached = vi.fn();
+  for (const middleware of before) application.use(middleware);
+  application.use(webhookMiddleware({ secret }));
+  application.use((ctx) => {
+    reached();
+    const event = ctx.state.webhookEvent;
+    ctx.body = { type: event.type, flag: event.type === "flag.updated" && event.data.flag };
+  });
+  return { server: application.callback(), reached };
+}
+
+describe("Koa middleware", () => {
+  it("sets ctx.state.webhookEvent and runs the next middleware", async () => {
+    const { server, reached } = app();
+    const res = await supertest(server).post("/").set("service-signature", signature).send(body);
+    expect(res.body).toEqual({ type: "flag.updated", flag: "new-checkout" });
+    expect(reached).toHaveBeenCalledOnce();
+  });
+
+  it("answers a refused delivery as JSON and does not call next", async () => {
+    const { server, reached } = app();
+    const res = await supertest(server).post("/").send(body);
+    expect(res.status).toBe(401);
+    expect(res.headers["content-type"]).toMatch(/^application\/json/);
+    expect(res.body.error.code).toBe("missing_signature");
+    expect(reached).not.toHaveBeenCalled();
+  });
+
+  it("uses ctx.request.rawBody kept by @koa/bodyparser", async () => {
+    const { server } = app([bodyParser()]);
+    const res = await supertest(server)
+      .post("/")
+      .set("content-type", "application/json")
+      .set("service-signature", pretty.signature)
+      .send(pretty.body.toString());
+    expect(res.body).toEqual({ type: "flag.updated", flag: "new-checkout" });
+  });
+
+  it("explains body_already_parsed when a parser consumed the stream and kept no raw body", async () => {
+    const parseOnly: Koa.Middleware = async (ctx, next) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of ctx.req) chunks.push(chunk as Buffer);
+      (ctx.request as { body?: unknown }).body = JSON.parse(Buffer.concat(chunks).toString());
+      await next();
+    };
+    const { server, reached } = app([parseOnly]);
+    const res = await supertest(server)
+      .post("/")
+      .set("content-type", "application/json")
+      .set("service-signature", signature)
+      .send(body.toString());
+    expect([res.status, res.body.error.code]).toEqual([500, "body_already_parsed"]);
+    expect(res.body.error.message).toMatch(/before any JSON or text body parser/);
+    expect(reached).not.toHaveBeenCalled();
+  });
+
+  it("checks options when it is created", () => {
+    expect(() => webhookMiddleware({ secret: "" })).toThrow(/"secret"/);
+    expect(() => webhookMiddleware({ secret, limit: "1 tonne" })).toThrow(/"limit"/);
+  });
+});
