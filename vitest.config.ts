@@ -1,6 +1,17 @@
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 
+const src = (path: string) => fileURLToPath(new URL(`./src/${path}`, import.meta.url));
+
 export default defineConfig({
+  resolve: {
+    // Examples import the package by name, as users do; in unit tests that name means src/.
+    // The packed package itself is tested in test/package.test.ts.
+    alias: [
+      { find: /^flag-webhooks$/, replacement: src("index.ts") },
+      { find: /^flag-webhooks\/(express|koa|fetch)$/, replacement: src("adapters/$1.ts") },
+    ],
+  },
   test: {
     include: ["test/**/*.test.ts"],
     typecheck: { enabled: true, include: ["test/**/*.test-d.ts"], tsconfig: "./tsconfig.test.json" },
