@@ -27,7 +27,7 @@ const event = {
 const body = JSON.stringify(event);
 const signature = await sign({ secret, payload: body });
 
-const deliveries = [
+const deliveries: { what: string; body: string; headers: Record<string, string>; expect: number }[] = [
   { what: "a valid flag.updated delivery", body, headers: { [SIGNATURE_HEADER]: signature }, expect: 200 },
   {
     what: "the same delivery with the body tampered (50 → 90)",

@@ -96,9 +96,9 @@ const KNOWN_TYPES: ReadonlySet<string> = new Set<WebhookEventType>([
 
 // ISO 8601 date-time with a zone: the spec says createdAt is a UTC timestamp; an offset form is
 // still accepted because it names an exact instant too.
-const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+const TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
 
-let utf8: TextDecoder | undefined;
+const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
  * Parses and validates the body of a delivery whose signature was already verified, and returns
@@ -119,7 +119,6 @@ export function parseEvent(payload: Payload): WebhookEvent {
   if (typeof payload === "string") {
     text = payload;
   } else {
-    utf8 ??= new TextDecoder("utf-8", { fatal: true });
     try {
       text = utf8.decode(bytesOf(payload));
     } catch (cause) {
@@ -137,10 +136,10 @@ export function parseEvent(payload: Payload): WebhookEvent {
 
 function validateEvent(value: unknown): WebhookEvent {
   const event = object(value, "body");
-  string(event, "id", "id");
-  const type = string(event, "type", "type");
-  string(event, "environment", "environment");
-  if (!TIMESTAMP.test(string(event, "createdAt", "createdAt"))) {
+  string(event, "id");
+  const type = string(event, "type");
+  string(event, "environment");
+  if (!TIMESTAMP.test(string(event, "createdAt"))) {
     throw invalid("createdAt must be an ISO 8601 timestamp");
   }
   if (!("data" in event)) throw invalid("data is missing");
@@ -161,7 +160,8 @@ function validateFlagUpdated(data: Record<string, unknown>): void {
   const changes = data.changes;
   if (!Array.isArray(changes)) throw invalid("data.changes must be an array");
   changes.forEach((item, index) => {
-    string(object(item, `data.changes[${index}]`), "path", `data.changes[${index}].path`);
+    const name = `data.changes[${index}]`;
+    string(object(item, name), "path", `${name}.path`);
   });
   const actor = object(data.actor, "data.actor");
   string(actor, "type", "data.actor.type");
@@ -173,12 +173,12 @@ function object(value: unknown, name: string): Record<string, unknown> {
   throw invalid(`${name} must be an object`);
 }
 
-function string(owner: Record<string, unknown>, key: string, name: string): string {
+function string(owner: Record<string, unknown>, key: string, name = key): string {
   const value = owner[key];
   if (typeof value === "string") return value;
   throw invalid(`${name} must be a string`);
 }
 
 function invalid(message: string, cause?: unknown): WebhookError {
-  return new WebhookError("invalid_payload", `invalid payload: ${message}`, { cause });
+  return new WebhookError("invalid_payload", message, { cause });
 }

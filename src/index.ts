@@ -15,7 +15,8 @@ export {
   type WebhookEventType,
 } from "./events.js";
 export type { Payload } from "./payload.js";
-export { type ReceiverOptions, verifyEvent } from "./receive.js";
+export { verifyEvent } from "./receive.js";
+export type { ReceiverOptions } from "./receiver.js";
 export {
   type Secret,
   SIGNATURE_HEADER,

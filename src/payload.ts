@@ -12,24 +12,11 @@ export function bytesOf(payload: Exclude<Payload, string>): Uint8Array {
 }
 
 export function assertPayload(payload: unknown): asserts payload is Payload {
-  if (
-    typeof payload === "string" ||
-    payload instanceof Uint8Array ||
-    payload instanceof ArrayBuffer ||
-    ArrayBuffer.isView(payload)
-  ) {
-    return;
-  }
+  // A Uint8Array (Node's Buffer included) is an ArrayBuffer view.
+  if (typeof payload === "string" || ArrayBuffer.isView(payload) || payload instanceof ArrayBuffer) return;
   // The common mistake is passing the object a JSON body parser made: the signature covers the
   // bytes on the wire, which re-serialising cannot reproduce.
   throw new TypeError(
-    `flag-webhooks: option "payload" must be the raw body (string, Uint8Array or ArrayBuffer), got ${describe(payload)}; ` +
-      "read the body before any JSON parser, e.g. with express.raw() or request.arrayBuffer()",
+    `flag-webhooks: option "payload" must be the raw body (string or bytes), got ${payload === null ? null : typeof payload}; read it before any body parser`,
   );
-}
-
-function describe(value: unknown): string {
-  if (value === null) return "null";
-  if (typeof value === "object") return (value as object).constructor?.name ?? "object";
-  return typeof value;
 }

@@ -36,6 +36,8 @@ export interface VerifyOptions {
 // as Buffer.from(x, "hex") stop silently at the first bad character.
 const SIGNATURE_FORMAT = /^[0-9a-f]{64}$/;
 
+const SECRET_REQUIRED = 'flag-webhooks: option "secret" must be a non-empty string';
+
 /**
  * Computes the `Service-Signature` of a payload: the lowercase hex HMAC-SHA256 of its bytes,
  * keyed with the UTF-8 bytes of the secret. Useful to sign test deliveries.
@@ -50,7 +52,7 @@ const SIGNATURE_FORMAT = /^[0-9a-f]{64}$/;
 export async function sign(options: SignOptions): Promise<string> {
   const { secret, payload } = options;
   if (typeof secret !== "string" || secret === "") {
-    throw new TypeError('flag-webhooks: option "secret" of sign() must be a non-empty string');
+    throw new TypeError(SECRET_REQUIRED);
   }
   assertPayload(payload);
   return backend.sign(secret, payload);
@@ -75,8 +77,14 @@ export async function verifySignature(options: VerifyOptions): Promise<boolean> 
   const { secret, payload, signature } = options;
   assertSecret(secret);
   assertPayload(payload);
-  if (typeof signature !== "string" || !SIGNATURE_FORMAT.test(signature)) return false;
-  return backend.verify(secret, payload, signature);
+  return matches(secret, payload, signature);
+}
+
+/** The check itself, for callers that validated `secret` and `payload` already. */
+export function matches(secret: Secret, payload: Payload, signature: unknown): boolean | Promise<boolean> {
+  return (
+    typeof signature === "string" && SIGNATURE_FORMAT.test(signature) && backend.verify(secret, payload, signature)
+  );
 }
 
 /**
@@ -89,7 +97,5 @@ export function assertSecret(secret: unknown): asserts secret is Secret {
   } else if (Array.isArray(secret) && secret.length > 0) {
     if (secret.every((s) => typeof s === "string" && s !== "")) return;
   }
-  throw new TypeError(
-    'flag-webhooks: option "secret" must be a non-empty string or a non-empty array of non-empty strings',
-  );
+  throw new TypeError('flag-webhooks: option "secret" must be a non-empty string or a non-empty array of them');
 }

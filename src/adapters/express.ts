@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { WebhookEvent } from "../events.js";
 import { nodeBody } from "../node/body-source.js";
 import { sendError } from "../node/respond.js";
-import { createReceiver, type ReceiverOptions } from "../receive.js";
+import { createReceiver, type ReceiverOptions } from "../receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 
 declare global {

@@ -1,5 +1,5 @@
 import type { WebhookEvent } from "../events.js";
-import { createReceiver, errorResponse, type ReceiverOptions } from "../receive.js";
+import { createReceiver, errorResponse, type ReceiverOptions } from "../receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 import { readRequestBody } from "../web/read-body.js";
 

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type { WebhookEvent } from "../events.js";
 import { nodeBody } from "../node/body-source.js";
-import { createReceiver, errorResponse, type ReceiverOptions } from "../receive.js";
+import { createReceiver, errorResponse, type ReceiverOptions } from "../receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 
 /** The part of a Koa context the middleware uses, so Koa-style frameworks fit as well. */

@@ -1,5 +1,5 @@
 import type { HmacBackend } from "./backend.js";
-import { type NodeBuffer, type NodeCrypto, nodeBackend } from "./node.js";
+import { type NodeCrypto, nodeBackend } from "./node.js";
 import { webBackend } from "./web.js";
 
 interface MaybeNodeProcess {
@@ -13,15 +13,12 @@ interface MaybeNodeProcess {
  * nodejs_compat). Asking at run time instead of importing `node:crypto` keeps the core loadable
  * on runtimes without Node built-ins (Workers without compatibility flags) and in bundlers.
  */
-export function selectBackend(scope: MaybeNodeProcess = globalThis as MaybeNodeProcess): HmacBackend {
-  const load = scope.process?.getBuiltinModule;
+function selectBackend(): HmacBackend {
+  const load = (globalThis as MaybeNodeProcess).process?.getBuiltinModule;
   if (typeof load === "function") {
     try {
       const crypto = load("node:crypto") as Partial<NodeCrypto> | undefined;
-      const buffer = load("node:buffer") as Partial<NodeBuffer> | undefined;
-      if (crypto?.createHmac && crypto.timingSafeEqual && buffer?.Buffer) {
-        return nodeBackend(crypto as NodeCrypto, buffer as NodeBuffer);
-      }
+      if (crypto?.createHmac && crypto.timingSafeEqual) return nodeBackend(crypto as NodeCrypto);
     } catch {
       // A runtime that lists getBuiltinModule but refuses these modules falls back to Web Crypto.
     }

@@ -1,7 +1,8 @@
 import { bytesOf, type Payload } from "../payload.js";
 import type { HmacBackend } from "./backend.js";
+import { hexToBytes } from "./hex.js";
 
-// Only the slice of node:crypto and node:buffer used here, so the core builds without Node's
+// Only the slice of node:crypto used here, so the core builds without Node's
 // types and never names `node:*` in an import statement (see src/crypto/index.ts).
 interface Hmac {
   update(data: string | Uint8Array): Hmac;
@@ -12,13 +13,9 @@ export interface NodeCrypto {
   createHmac(algorithm: "sha256", key: string): Hmac;
   timingSafeEqual(a: Uint8Array, b: Uint8Array): boolean;
 }
-export interface NodeBuffer {
-  Buffer: { from(value: string, encoding: "hex"): Uint8Array };
-}
 
-export function nodeBackend(crypto: NodeCrypto, buffer: NodeBuffer): HmacBackend {
+export function nodeBackend(crypto: NodeCrypto): HmacBackend {
   const { createHmac, timingSafeEqual } = crypto;
-  const { Buffer } = buffer;
 
   function hmac(secret: string, payload: Payload): Hmac {
     // hmac.update takes a string as UTF-8 directly, saving a copy into a Uint8Array.
@@ -30,7 +27,7 @@ export function nodeBackend(crypto: NodeCrypto, buffer: NodeBuffer): HmacBackend
       return hmac(secret, payload).digest("hex");
     },
     verify(secret, payload, signature) {
-      const expected = Buffer.from(signature, "hex");
+      const expected = hexToBytes(signature);
       if (typeof secret === "string") return timingSafeEqual(hmac(secret, payload).digest(), expected);
       for (const candidate of secret) {
         // constant-time comparison to prevent timing attacks on the digest

@@ -1,5 +1,6 @@
 import { bytesOf, type Payload } from "../payload.js";
 import type { HmacBackend } from "./backend.js";
+import { hexToBytes } from "./hex.js";
 
 const ALGORITHM = { name: "HMAC", hash: "SHA-256" } as const;
 // Enough for a few endpoints each mid-rotation; bounded so a caller that derives secrets per
@@ -29,9 +30,7 @@ export function webBackend(subtle: SubtleCrypto): HmacBackend {
   return {
     async sign(secret, payload) {
       const mac = new Uint8Array(await subtle.sign("HMAC", await keyFor(secret), dataOf(payload)));
-      let hex = "";
-      for (const byte of mac) hex += HEX[byte];
-      return hex;
+      return Array.from(mac, (byte) => byte.toString(16).padStart(2, "0")).join("");
     },
     async verify(secret, payload, signature) {
       const expected = hexToBytes(signature);
@@ -44,19 +43,4 @@ export function webBackend(subtle: SubtleCrypto): HmacBackend {
       return false;
     },
   };
-}
-
-const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, "0"));
-
-/** Decodes hex already checked to match /^[0-9a-f]{64}$/ by the caller. */
-function hexToBytes(hex: string): Uint8Array<ArrayBuffer> {
-  const bytes = new Uint8Array(hex.length / 2);
-  for (let i = 0; i < bytes.length; i++)
-    bytes[i] = (nibble(hex.charCodeAt(2 * i)) << 4) | nibble(hex.charCodeAt(2 * i + 1));
-  return bytes;
-}
-
-/** 0-9 → 0-9, a-f → 10-15 (only lowercase hex reaches here). */
-function nibble(code: number): number {
-  return code <= 57 ? code - 48 : code - 87;
 }

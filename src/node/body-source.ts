@@ -1,6 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import type { Payload } from "../payload.js";
-import { bodyAlreadyParsed } from "../receive.js";
+import { bodyAlreadyParsed } from "../receiver.js";
 import { readBody } from "./read-body.js";
 
 /**

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import { WebhookError } from "../errors.js";
-import { payloadTooLarge } from "../receive.js";
+import { payloadTooLarge } from "../receiver.js";
 
 /**
  * Reads a Node request's raw body, at most `limit` bytes. Refuses at once when Content-Length

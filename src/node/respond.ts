@@ -1,5 +1,5 @@
 import type { ServerResponse } from "node:http";
-import { errorResponse } from "../receive.js";
+import { errorResponse } from "../receiver.js";
 
 /** Writes the core's error answer with Node's own response API, so it serves any Node stack. */
 export function sendError(res: ServerResponse, error: unknown): void {

@@ -1,4 +1,4 @@
-import { bodyAlreadyParsed, payloadTooLarge } from "../receive.js";
+import { bodyAlreadyParsed, payloadTooLarge } from "../receiver.js";
 
 /**
  * Reads a fetch Request's raw body, at most `limit` bytes. Refuses at once when Content-Length
