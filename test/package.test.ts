@@ -43,9 +43,14 @@ function run(bin: string, argv: string[]): Record<string, unknown> {
 }
 
 beforeAll(() => {
+  if (!existsSync(join(root, "dist/index.cjs"))) throw new Error("dist is not built: run npm run build first");
   project = mkdtempSync(join(tmpdir(), "flag-webhooks-consumer-"));
-  // prepack builds dist, so this tests what `npm publish` would ship.
-  execFileSync("npm", ["pack", "--silent", "--pack-destination", project], { cwd: root, stdio: "pipe" });
+  // npm test builds dist before vitest; --ignore-scripts keeps prepack from rebuilding dist
+  // under the other test files that read it in parallel. The tarball is what npm publish ships.
+  execFileSync("npm", ["pack", "--silent", "--ignore-scripts", "--pack-destination", project], {
+    cwd: root,
+    stdio: "pipe",
+  });
   const tarball = readdirSync(project).find((f) => f.endsWith(".tgz"));
   if (!tarball) throw new Error("npm pack made no tarball");
   const installed = join(project, "node_modules/flag-webhooks");
