@@ -51,7 +51,7 @@ export class WebhookError extends Error {
   }
 
   static override [Symbol.hasInstance](value: unknown): boolean {
-    return typeof value === "object" && value !== null && (value as { [BRAND]?: unknown })[BRAND] === true;
+    return (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true;
   }
 }
 

@@ -156,16 +156,16 @@ function validateEvent(value: unknown): WebhookEvent {
 }
 
 function validateFlagUpdated(data: Record<string, unknown>): void {
-  string(data, "flag", "data.flag");
+  string(data, "flag", "data.");
   const changes = data.changes;
   if (!Array.isArray(changes)) throw invalid("data.changes must be an array");
   changes.forEach((item, index) => {
     const name = `data.changes[${index}]`;
-    string(object(item, name), "path", `${name}.path`);
+    string(object(item, name), "path", `${name}.`);
   });
   const actor = object(data.actor, "data.actor");
-  string(actor, "type", "data.actor.type");
-  string(actor, "email", "data.actor.email");
+  string(actor, "type", "data.actor.");
+  string(actor, "email", "data.actor.");
 }
 
 function object(value: unknown, name: string): Record<string, unknown> {
@@ -173,10 +173,11 @@ function object(value: unknown, name: string): Record<string, unknown> {
   throw invalid(`${name} must be an object`);
 }
 
-function string(owner: Record<string, unknown>, key: string, name = key): string {
+/** `owner[key]` if it is a string; `at` is the path to owner, for the message. */
+function string(owner: Record<string, unknown>, key: string, at = ""): string {
   const value = owner[key];
   if (typeof value === "string") return value;
-  throw invalid(`${name} must be a string`);
+  throw invalid(`${at}${key} must be a string`);
 }
 
 function invalid(message: string, cause?: unknown): WebhookError {

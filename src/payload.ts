@@ -17,6 +17,6 @@ export function assertPayload(payload: unknown): asserts payload is Payload {
   // The common mistake is passing the object a JSON body parser made: the signature covers the
   // bytes on the wire, which re-serialising cannot reproduce.
   throw new TypeError(
-    `flag-webhooks: option "payload" must be the raw body (string or bytes), got ${payload === null ? null : typeof payload}; read it before any body parser`,
+    `flag-webhooks: option "payload" must be the raw body as a string or bytes, got ${typeof payload}`,
   );
 }

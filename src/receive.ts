@@ -43,12 +43,8 @@ export async function verifiedEvent(
 }
 
 export function isMissing(signature: VerifyOptions["signature"]): boolean {
-  return (
-    signature === undefined ||
-    signature === null ||
-    signature === "" ||
-    (Array.isArray(signature) && signature.length === 0)
-  );
+  // An empty string and an empty list both have length 0.
+  return signature == null || signature.length === 0;
 }
 
 export function missingSignature(): WebhookError {

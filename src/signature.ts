@@ -36,7 +36,7 @@ export interface VerifyOptions {
 // as Buffer.from(x, "hex") stop silently at the first bad character.
 const SIGNATURE_FORMAT = /^[0-9a-f]{64}$/;
 
-const SECRET_REQUIRED = 'flag-webhooks: option "secret" must be a non-empty string';
+const SECRET_REQUIRED = 'flag-webhooks: option "secret" must be a non-empty string, or a list of them to verify';
 
 /**
  * Computes the `Service-Signature` of a payload: the lowercase hex HMAC-SHA256 of its bytes,
@@ -97,5 +97,5 @@ export function assertSecret(secret: unknown): asserts secret is Secret {
   } else if (Array.isArray(secret) && secret.length > 0) {
     if (secret.every((s) => typeof s === "string" && s !== "")) return;
   }
-  throw new TypeError('flag-webhooks: option "secret" must be a non-empty string or a non-empty array of them');
+  throw new TypeError(SECRET_REQUIRED);
 }

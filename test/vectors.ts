@@ -1,4 +1,5 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** One known-answer case from ../shared/vectors/signatures.json, computed with openssl. */
@@ -17,7 +18,22 @@ interface RawVector {
   body_repeat?: { text: string; count: number };
 }
 
-const file = fileURLToPath(new URL("../../shared/vectors/signatures.json", import.meta.url));
+/**
+ * ../shared sits beside the repository; look upward for it, so the suite also runs from a copy
+ * of the repository nested deeper (Stryker's sandbox).
+ */
+function findVectors(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const candidate = join(dir, "shared/vectors/signatures.json");
+    if (existsSync(candidate)) return candidate;
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error("shared/vectors/signatures.json not found beside the repository");
+    dir = parent;
+  }
+}
+
+const file = findVectors();
 
 /** The shared vectors with their bodies as bytes (body_hex is authoritative). */
 export const vectors: Vector[] = (JSON.parse(readFileSync(file, "utf8")).vectors as RawVector[]).map((v) => ({

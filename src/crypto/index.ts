@@ -18,7 +18,8 @@ function selectBackend(): HmacBackend {
   if (typeof load === "function") {
     try {
       const crypto = load("node:crypto") as Partial<NodeCrypto> | undefined;
-      if (crypto?.createHmac && crypto.timingSafeEqual) return nodeBackend(crypto as NodeCrypto);
+      if (crypto?.createHmac && crypto.createSecretKey && crypto.timingSafeEqual)
+        return nodeBackend(crypto as NodeCrypto);
     } catch {
       // A runtime that lists getBuiltinModule but refuses these modules falls back to Web Crypto.
     }

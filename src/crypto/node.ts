@@ -1,25 +1,30 @@
 import { bytesOf, type Payload } from "../payload.js";
 import type { HmacBackend } from "./backend.js";
 import { hexToBytes } from "./hex.js";
+import { keyCache } from "./key-cache.js";
 
-// Only the slice of node:crypto used here, so the core builds without Node's
-// types and never names `node:*` in an import statement (see src/crypto/index.ts).
+// Only the slice of node:crypto used here, so the core builds without Node's types and never
+// names `node:*` in an import statement (see src/crypto/index.ts).
 interface Hmac {
   update(data: string | Uint8Array): Hmac;
   digest(): Uint8Array;
   digest(encoding: "hex"): string;
 }
+type SecretKey = object;
 export interface NodeCrypto {
-  createHmac(algorithm: "sha256", key: string): Hmac;
+  createHmac(algorithm: "sha256", key: SecretKey): Hmac;
+  createSecretKey(key: string, encoding: "utf8"): SecretKey;
   timingSafeEqual(a: Uint8Array, b: Uint8Array): boolean;
 }
 
 export function nodeBackend(crypto: NodeCrypto): HmacBackend {
   const { createHmac, timingSafeEqual } = crypto;
+  // A KeyObject per secret spares createHmac re-encoding the secret on every call.
+  const keyFor = keyCache((secret) => crypto.createSecretKey(secret, "utf8"));
 
   function hmac(secret: string, payload: Payload): Hmac {
     // hmac.update takes a string as UTF-8 directly, saving a copy into a Uint8Array.
-    return createHmac("sha256", secret).update(typeof payload === "string" ? payload : bytesOf(payload));
+    return createHmac("sha256", keyFor(secret)).update(typeof payload === "string" ? payload : bytesOf(payload));
   }
 
   return {
@@ -28,9 +33,9 @@ export function nodeBackend(crypto: NodeCrypto): HmacBackend {
     },
     verify(secret, payload, signature) {
       const expected = hexToBytes(signature);
+      // constant-time comparison to prevent timing attacks on the digest
       if (typeof secret === "string") return timingSafeEqual(hmac(secret, payload).digest(), expected);
       for (const candidate of secret) {
-        // constant-time comparison to prevent timing attacks on the digest
         if (timingSafeEqual(hmac(candidate, payload).digest(), expected)) return true;
       }
       return false;
