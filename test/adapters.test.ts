@@ -49,10 +49,22 @@ const nodeServers: { name: string; make: () => Server }[] = [
   },
 ];
 
-function expectAnswer(c: DeliveryCase, answer: Answer): void {
+/** Words each refusal's message must contain, so a client can tell what went wrong. */
+const MESSAGES: Record<string, RegExp> = {
+  missing_signature: /missing service-signature header/,
+  invalid_signature: /service-signature header is not the HMAC-SHA256 of the body/,
+  invalid_payload: /must be|not valid/,
+  payload_too_large: new RegExp(`larger than the limit of ${LIMIT} bytes`),
+  method_not_allowed: /method (GET|PUT) not allowed/,
+};
+
+function expectAnswer(c: DeliveryCase, answer: Answer, overHttp = true): void {
   expect(answer.status).toBe(c.status);
+  // Only a 405 advertises Allow, and only a 413 closes the connection (node servers).
+  expect(answer.headers.allow).toBe(c.code === "method_not_allowed" ? "POST" : undefined);
+  if (overHttp) expect(answer.headers.connection).toBe(c.code === "payload_too_large" ? "close" : "keep-alive");
   if (c.code) {
-    expect(answer.json).toEqual({ error: { code: c.code, message: expect.any(String) } });
+    expect(answer.json).toEqual({ error: { code: c.code, message: expect.stringMatching(MESSAGES[c.code] ?? /./) } });
     expect(String(answer.headers["content-type"])).toMatch(/^application\/json/);
     const text = JSON.stringify(answer.json);
     expect(text).not.toContain(SECRET);
@@ -61,7 +73,6 @@ function expectAnswer(c: DeliveryCase, answer: Answer): void {
     expect(answer.json.received.type).toBe(c.eventType);
     expect(answer.json.received.id).toBe("evt_01HZX3K9");
   }
-  if (c.code === "method_not_allowed") expect(answer.headers.allow).toBe("POST");
 }
 
 describe.each(nodeServers)("$name", ({ make }) => {
@@ -107,10 +118,14 @@ describe("fetch handler with real Request objects", () => {
   it.each(cases)("$name", async (c) => {
     const response = await handler(toRequest(c));
     const text = await response.text();
-    expectAnswer(c, {
-      status: response.status,
-      headers: Object.fromEntries(response.headers),
-      json: text ? JSON.parse(text) : undefined,
-    });
+    expectAnswer(
+      c,
+      {
+        status: response.status,
+        headers: Object.fromEntries(response.headers),
+        json: text ? JSON.parse(text) : undefined,
+      },
+      false,
+    );
   });
 });

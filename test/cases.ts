@@ -197,6 +197,20 @@ export function buildCases(sign: (body: Buffer) => string): DeliveryCase[] {
       code: "invalid_payload",
     },
     {
+      name: "refuses an unsigned body over the limit as missing_signature, without reading it",
+      headers: { "content-type": "application/json" },
+      body: overLimit,
+      status: 401,
+      code: "missing_signature",
+    },
+    {
+      name: "refuses a signed POST with no body as invalid_signature",
+      headers: signed(compact.signature),
+      body: Buffer.alloc(0),
+      status: 401,
+      code: "invalid_signature",
+    },
+    {
       name: "refuses a GET with 405 and Allow: POST",
       method: "GET",
       headers: {},

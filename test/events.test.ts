@@ -116,6 +116,39 @@ describe("parseEvent", () => {
     expect(invalidPayload(payload).message).toContain(message);
   });
 
+  it.each(["2026-11-21T09:30:00.123Z", "2026-11-21T09:30:00+02:00", "2026-11-21T09:30:00.5-05:30"])(
+    "accepts createdAt %s, an ISO 8601 timestamp with a zone",
+    (createdAt) => {
+      expect(parseEvent(event((e) => (e.createdAt = createdAt))).createdAt).toBe(createdAt);
+    },
+  );
+
+  it.each([
+    "x2026-11-21T09:30:00Z",
+    "2026-11-21T09:30:00Zx",
+    "2026-11-21T09:30:00.Z",
+    "2026-11-21T09:30:00.aZ",
+    "2026-11-21T09:30:00*02:00",
+    "2026-11-21T09:30:00+a2:00",
+    "2026-11-21T09:30:00+0a:00",
+    "2026-11-21T09:30:00+02:a0",
+    "2026-11-21T09:30:00+02:0a",
+    "2026-11-21 09:30:00Z",
+  ])("refuses createdAt %s", (createdAt) => {
+    expect(invalidPayload(event((e) => (e.createdAt = createdAt))).message).toBe(
+      "createdAt must be an ISO 8601 timestamp",
+    );
+  });
+
+  it("says exactly which field is wrong, and keeps the parser's error as the cause", () => {
+    expect(invalidPayload(event((e) => delete e.id)).message).toBe("id must be a string");
+    expect(invalidPayload(event((e) => (e.data.actor.email = 1))).message).toBe("data.actor.email must be a string");
+    const notJson = invalidPayload("{");
+    expect(notJson.message).toBe("body is not valid JSON");
+    expect(notJson.cause).toBeInstanceOf(SyntaxError);
+    expect(invalidPayload(vector("invalid-utf8-bytes").body).cause).toBeInstanceOf(TypeError);
+  });
+
   it("refuses bytes that are not UTF-8", () => {
     expect(invalidPayload(vector("invalid-utf8-bytes").body).message).toContain("not valid UTF-8");
   });

@@ -52,6 +52,7 @@ describe("Express middleware", () => {
       .send(body.toString());
     expect(res.status).toBe(500);
     expect(res.body.error.code).toBe("body_already_parsed");
+    expect(res.body.error.message).toMatch(/^req\.body was already parsed/);
     expect(res.body.error.message).toMatch(/express\.json\(\)/);
     expect(res.body.error.message).toMatch(/express\.raw\(\)/);
     expect(reached).not.toHaveBeenCalled();
@@ -121,7 +122,11 @@ describe("Express middleware", () => {
   it("still applies the limit to raw bytes another parser already read", async () => {
     const big = Buffer.alloc(2048, " ");
     const { application } = app([express.raw({ type: "*/*", limit: "10mb" })], { secret, limit: "1kb" });
-    const res = await supertest(application).post("/webhooks").set("service-signature", sign(big)).send(big);
+    const res = await supertest(application)
+      .post("/webhooks")
+      .set("content-type", "application/octet-stream") // express.raw parses only a body with a type
+      .set("service-signature", sign(big))
+      .send(big);
     expect([res.status, res.body.error.code]).toEqual([413, "payload_too_large"]);
   });
 
@@ -176,6 +181,7 @@ describe("Express middleware", () => {
             sent += chunk.length;
             if (!socket.write(`${chunk.length.toString(16)}\r\n${chunk}\r\n`)) return void socket.once("drain", pump);
           }
+          if (!answered) socket.write("0\r\n\r\n"); // all sent: a reader that never stopped answers now
         };
         pump();
       });
@@ -196,5 +202,43 @@ describe("Express middleware", () => {
     expect(() => webhookMiddleware({ secret, limit: "lots" })).toThrow(/"limit"/);
     expect(() => webhookMiddleware({ secret, limit: -1 })).toThrow(/"limit"/);
     expect(() => webhookMiddleware(undefined as never)).toThrow(/"secret"/);
+  });
+
+  it("keeps the server up when a client sends half a body and hangs up", async () => {
+    const { application, reached } = app();
+    server = await listen(createServer(application));
+    const { port } = server.address() as { port: number };
+    await new Promise<void>((resolve) => {
+      const socket = connect(port, "127.0.0.1", () => {
+        socket.write(
+          `POST /webhooks HTTP/1.1\r\nHost: x\r\nService-Signature: ${signature}\r\nContent-Length: 1000\r\n\r\n{"id":`,
+        );
+        setTimeout(() => {
+          socket.destroy();
+          resolve();
+        }, 50);
+      });
+    });
+    const res = await supertest(server).post("/webhooks").set("service-signature", signature).send(body);
+    expect(res.status).toBe(200);
+    expect(reached).toHaveBeenCalledOnce();
+  });
+
+  it("does not throw when an earlier handler already sent the headers; the connection is dropped instead", async () => {
+    const middleware = webhookMiddleware({ secret });
+    const failures: unknown[] = [];
+    server = await listen(
+      createServer((req, res) => {
+        if (req.url === "/early") {
+          res.writeHead(200);
+          res.flushHeaders();
+        }
+        middleware(req, res, () => res.end("ok")).catch((error: unknown) => failures.push(error));
+      }),
+    );
+    await expect(supertest(server).post("/early").send("{}")).rejects.toThrow();
+    const res = await supertest(server).post("/webhooks").set("service-signature", signature).send(body);
+    expect([res.status, res.text]).toEqual([200, "ok"]);
+    expect(failures).toEqual([]);
   });
 });

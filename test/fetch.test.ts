@@ -103,7 +103,62 @@ describe("webhookHandler", () => {
     await vi.waitFor(() => expect(cancelled).toBe(true));
   });
 
+  it("reads a POST that has no body at all as an empty body", async () => {
+    const request = new Request("https://example.test/webhooks", {
+      method: "POST",
+      headers: { "service-signature": signature },
+    });
+    expect(request.body).toBeNull();
+    const response = await webhookHandler({ secret, onEvent: () => {} })(request);
+    expect([response.status, (await response.json()).error.code]).toEqual([401, "invalid_signature"]);
+  });
+
+  it("lets a Content-Length of exactly the limit through", async () => {
+    const request = post({ "service-signature": signature, "content-length": String(body.length) });
+    const response = await webhookHandler({ secret, limit: body.length, onEvent: () => {} })(request);
+    expect(response.status).toBe(204);
+  });
+
+  it("answers handler_error with a fixed message", async () => {
+    const response = await webhookHandler({ secret, onEvent: () => Promise.reject(new Error("x")), onError() {} })(
+      post(),
+    );
+    expect(await response.json()).toEqual({ error: { code: "handler_error", message: "the webhook handler failed" } });
+  });
+
+  it("says body_already_parsed about the request body in the message", async () => {
+    const request = post();
+    await request.arrayBuffer();
+    const response = await webhookHandler({ secret, onEvent: () => {} })(request);
+    expect((await response.json()).error.message).toMatch(/^the request body was already parsed/);
+  });
+
+  it.each([
+    [0, 0],
+    [100, 100],
+    ["100", 100],
+    ["100b", 100],
+    [" 2kb ", 2048],
+    ["2KB", 2048],
+    ["1.5kb", 1536],
+    ["1mb", 1048576],
+    ["0.5mb", 524288],
+  ])("takes limit %j as %i bytes: that many pass, one more is 413", async (limit, bytes) => {
+    const handler = webhookHandler({ secret, limit, onEvent: () => {} });
+    const send = (size: number) =>
+      handler(post({ "service-signature": "0".repeat(64) }, new Uint8Array(size))).then((r) => r.status);
+    expect(await send(bytes)).toBe(401); // within the limit: refused only for its signature
+    expect(await send(bytes + 1)).toBe(413);
+  });
+
+  it.each(["", "lots", "10 tb", "x10kb", "10kbx", "1.kb", "-1", "1e3"])("refuses limit %j when created", (limit) => {
+    expect(() => webhookHandler({ secret, limit, onEvent: () => {} })).toThrow(
+      `flag-webhooks: option "limit" must be a non-negative whole number of bytes or a size such as "512kb", got ${JSON.stringify(limit)}`,
+    );
+  });
+
   it("checks options when it is created", () => {
+    expect(() => webhookHandler(null as never)).toThrow('flag-webhooks: options with a "secret" are required');
     expect(() => webhookHandler({ secret: "", onEvent: () => {} })).toThrow(/"secret"/);
     expect(() => webhookHandler({ secret } as never)).toThrow(/"onEvent"/);
     expect(() => webhookHandler({ secret, limit: 1.5, onEvent: () => {} })).toThrow(/"limit"/);

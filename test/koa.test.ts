@@ -8,11 +8,11 @@ import { vector } from "./vectors.js";
 const { secret, body, signature } = vector("flag-updated-compact");
 const pretty = vector("flag-updated-pretty");
 
-function app(before: Koa.Middleware[] = []) {
+function app(before: Koa.Middleware[] = [], limit?: number) {
   const application = new Koa<WebhookState>();
   const reached = vi.fn();
   for (const middleware of before) application.use(middleware);
-  application.use(webhookMiddleware({ secret }));
+  application.use(webhookMiddleware({ secret, limit }));
   application.use((ctx) => {
     reached();
     const event = ctx.state.webhookEvent;
@@ -62,7 +62,19 @@ describe("Koa middleware", () => {
       .set("service-signature", signature)
       .send(body.toString());
     expect([res.status, res.body.error.code]).toEqual([500, "body_already_parsed"]);
+    expect(res.body.error.message).toMatch(/^ctx\.request\.body was already parsed/);
     expect(res.body.error.message).toMatch(/before any JSON or text body parser/);
+    expect(reached).not.toHaveBeenCalled();
+  });
+
+  it("measures a rawBody string left by a body parser as UTF-8 bytes against the limit, and closes on 413", async () => {
+    const { server, reached } = app([bodyParser()], 100);
+    const res = await supertest(server)
+      .post("/")
+      .set("content-type", "application/json")
+      .set("service-signature", signature)
+      .send(body.toString());
+    expect([res.status, res.body.error.code, res.headers.connection]).toEqual([413, "payload_too_large", "close"]);
     expect(reached).not.toHaveBeenCalled();
   });
 

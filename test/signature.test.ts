@@ -128,6 +128,7 @@ describe.each(backends)("signatures on $name", ({ name, load }) => {
     ["an empty string", ""],
     ["an empty list", []],
     ["a list with an empty string", ["ok", ""]],
+    ["a list with a number", ["ok", 42]],
     ["undefined", undefined],
     ["a number", 7],
   ])("throws a TypeError naming the option when the secret is %s", async (_, secret) => {
@@ -155,5 +156,64 @@ describe.each(backends)("signatures on $name", ({ name, load }) => {
     const big = vector("one-mib-of-a");
     const signature = await core.sign({ secret: "k", payload: big.body });
     expect(await core.verifySignature({ secret: "k", payload: big.body, signature })).toBe(true);
+  });
+
+  it("prepares each secret's key once and keeps at most 32", async () => {
+    const { secret, body, signature } = compact;
+    const importKey = vi.spyOn(crypto.subtle, "importKey");
+    // The module object the library asked for (an ES namespace cannot be spied on).
+    const nodeCrypto = process.getBuiltinModule("node:crypto") as typeof import("node:crypto");
+    const createSecretKey = vi.spyOn(nodeCrypto, "createSecretKey");
+    // A secret this suite has not used yet, so no earlier test cached it.
+    const fresh = `${secret}-cache-${name}`;
+    const freshSignature = await core.sign({ secret: fresh, payload: body });
+    await core.verifySignature({ secret: fresh, payload: body, signature: freshSignature });
+    const prepared = () => (name === "Web Crypto" ? importKey.mock.calls.length : createSecretKey.mock.calls.length);
+    expect(prepared()).toBeLessThanOrEqual(1);
+    const afterFirst = prepared();
+    for (let i = 0; i < 40; i++) await core.verifySignature({ secret: `${fresh}-${i}`, payload: body, signature });
+    expect(prepared()).toBe(afterFirst + 40);
+    // 40 more secrets overflowed the cache of 32, which was emptied: the first is prepared again.
+    expect(await core.verifySignature({ secret: fresh, payload: body, signature: freshSignature })).toBe(true);
+    expect(prepared()).toBe(afterFirst + 41);
+    // And a secret used just now is still cached.
+    await core.verifySignature({ secret: fresh, payload: body, signature: freshSignature });
+    expect(prepared()).toBe(afterFirst + 41);
+  });
+});
+
+describe("choosing the HMAC implementation", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+    vi.resetModules();
+  });
+
+  it.each([
+    [
+      "getBuiltinModule throws",
+      () => {
+        throw new Error("not here");
+      },
+    ],
+    [
+      "node:crypto lacks createSecretKey",
+      (id: string) => (id === "node:crypto" ? { createHmac() {}, timingSafeEqual() {} } : undefined),
+    ],
+    ["getBuiltinModule returns nothing", () => undefined],
+  ])("falls back to Web Crypto when %s", async (_, stub) => {
+    vi.resetModules();
+    const original = process.getBuiltinModule;
+    (process as { getBuiltinModule?: unknown }).getBuiltinModule = stub;
+    let core: typeof import("../src/index.js");
+    try {
+      core = await import("../src/index.js");
+    } finally {
+      process.getBuiltinModule = original;
+    }
+    const subtleVerify = vi.spyOn(crypto.subtle, "verify");
+    expect(
+      await core.verifySignature({ secret: compact.secret, payload: compact.body, signature: compact.signature }),
+    ).toBe(true);
+    expect(subtleVerify).toHaveBeenCalledOnce();
   });
 });

@@ -16,7 +16,7 @@ export function nodeBody(
 ): (limit: number) => Payload | Promise<Payload> {
   return (limit) => {
     if (raw instanceof Uint8Array || typeof raw === "string") return raw;
-    if (req.readableEnded || (req as { _body?: unknown })._body === true) throw bodyAlreadyParsed(where);
+    if (req.readableEnded) throw bodyAlreadyParsed(where);
     return readBody(req, limit);
   };
 }
