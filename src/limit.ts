@@ -1,7 +1,7 @@
 /** The default body limit: 1 MiB. */
 export const DEFAULT_LIMIT = 1024 * 1024;
 
-const UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
+const UNITS = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
 const SIZE = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i;
 
 /**
@@ -11,10 +11,11 @@ const SIZE = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i;
  */
 export function parseLimit(limit: number | string | undefined): number {
   if (limit === undefined) return DEFAULT_LIMIT;
-  if (typeof limit === "number" && Number.isSafeInteger(limit) && limit >= 0) return limit;
-  if (typeof limit === "string") {
-    const match = SIZE.exec(limit.trim());
-    if (match) return Math.floor(Number(match[1]) * (UNITS[(match[2] ?? "b").toLowerCase()] ?? 1));
+  if (Number.isSafeInteger(limit) && (limit as number) >= 0) return limit as number;
+  const match = typeof limit === "string" && SIZE.exec(limit.trim());
+  if (match) {
+    const unit = (match[2] ?? "b").toLowerCase() as keyof typeof UNITS;
+    return Math.floor(Number(match[1]) * UNITS[unit]);
   }
   throw new TypeError(
     `flag-webhooks: option "limit" must be a non-negative whole number of bytes or a size such as "512kb", got ${JSON.stringify(limit)}`,

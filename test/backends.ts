@@ -5,10 +5,20 @@ type Core = typeof import("../src/index.js");
 /**
  * The core as a user gets it, once per HMAC implementation: as Node loads it (node:crypto), and
  * as a runtime without `process.getBuiltinModule` loads it (Workers, older Node), where the
- * same public functions must run on Web Crypto.
+ * same public functions must run on Web Crypto. Each load is a fresh instance, with empty caches.
  */
 export const backends: { name: string; load: () => Promise<Core> }[] = [
-  { name: "node:crypto", load: () => import("../src/index.js") },
+  {
+    name: "node:crypto",
+    async load() {
+      vi.resetModules();
+      try {
+        return await import("../src/index.js");
+      } finally {
+        vi.resetModules();
+      }
+    },
+  },
   {
     name: "Web Crypto",
     async load() {

@@ -204,24 +204,34 @@ describe("Express middleware", () => {
     expect(() => webhookMiddleware(undefined as never)).toThrow(/"secret"/);
   });
 
-  it("keeps the server up when a client sends half a body and hangs up", async () => {
-    const { application, reached } = app();
-    server = await listen(createServer(application));
+  it("answers invalid_payload to a client that sends half a body and hangs up, and keeps serving", async () => {
+    const middleware = webhookMiddleware({ secret });
+    const answered: { status: number; body: string }[] = [];
+    server = await listen(
+      createServer((req, res) => {
+        const end = res.end.bind(res);
+        // Record what the server answered, since the client is gone by then.
+        res.end = ((chunk: unknown) => {
+          answered.push({ status: res.statusCode, body: String(chunk) });
+          return end(chunk as string);
+        }) as typeof res.end;
+        void middleware(req, res, () => res.end("ok"));
+      }),
+    );
     const { port } = server.address() as { port: number };
-    await new Promise<void>((resolve) => {
-      const socket = connect(port, "127.0.0.1", () => {
-        socket.write(
-          `POST /webhooks HTTP/1.1\r\nHost: x\r\nService-Signature: ${signature}\r\nContent-Length: 1000\r\n\r\n{"id":`,
-        );
-        setTimeout(() => {
-          socket.destroy();
-          resolve();
-        }, 50);
-      });
+    const socket = connect(port, "127.0.0.1", () => {
+      socket.write(
+        `POST /webhooks HTTP/1.1\r\nHost: x\r\nService-Signature: ${signature}\r\nContent-Length: 1000\r\n\r\n{"id":`,
+      );
+      setTimeout(() => socket.destroy(), 50);
+    });
+    await vi.waitFor(() => expect(answered).toHaveLength(1));
+    expect(answered[0]?.status).toBe(400);
+    expect(JSON.parse(answered[0]?.body ?? "")).toEqual({
+      error: { code: "invalid_payload", message: "the request body was not fully received" },
     });
     const res = await supertest(server).post("/webhooks").set("service-signature", signature).send(body);
-    expect(res.status).toBe(200);
-    expect(reached).toHaveBeenCalledOnce();
+    expect([res.status, res.text]).toEqual([200, "ok"]);
   });
 
   it("does not throw when an earlier handler already sent the headers; the connection is dropped instead", async () => {

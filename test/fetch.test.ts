@@ -141,6 +141,7 @@ describe("webhookHandler", () => {
     [" 2kb ", 2048],
     ["2KB", 2048],
     ["1.5kb", 1536],
+    ["1.25KB", 1280],
     ["1mb", 1048576],
     ["0.5mb", 524288],
   ])("takes limit %j as %i bytes: that many pass, one more is 413", async (limit, bytes) => {

@@ -2,8 +2,8 @@ import type { HmacBackend } from "./backend.js";
 import { type NodeCrypto, nodeBackend } from "./node.js";
 import { webBackend } from "./web.js";
 
-interface MaybeNodeProcess {
-  process?: { getBuiltinModule?: (id: string) => unknown };
+interface NodeProcess {
+  process: { getBuiltinModule(id: string): unknown };
 }
 
 /**
@@ -14,15 +14,14 @@ interface MaybeNodeProcess {
  * on runtimes without Node built-ins (Workers without compatibility flags) and in bundlers.
  */
 function selectBackend(): HmacBackend {
-  const load = (globalThis as MaybeNodeProcess).process?.getBuiltinModule;
-  if (typeof load === "function") {
-    try {
-      const crypto = load("node:crypto") as Partial<NodeCrypto> | undefined;
-      if (crypto?.createHmac && crypto.createSecretKey && crypto.timingSafeEqual)
-        return nodeBackend(crypto as NodeCrypto);
-    } catch {
-      // A runtime that lists getBuiltinModule but refuses these modules falls back to Web Crypto.
-    }
+  try {
+    // Throws where there is no process or no getBuiltinModule: then Web Crypto it is.
+    const crypto = (globalThis as unknown as NodeProcess).process.getBuiltinModule(
+      "node:crypto",
+    ) as Partial<NodeCrypto>;
+    if (crypto.createHmac && crypto.createSecretKey && crypto.timingSafeEqual) return nodeBackend(crypto as NodeCrypto);
+  } catch {
+    // A runtime without node:crypto, or one that refuses it, gets Web Crypto.
   }
   return webBackend(globalThis.crypto.subtle);
 }

@@ -10,48 +10,31 @@ import { payloadTooLarge } from "../receiver.js";
  * Uses only the stream's events, so it needs no `node:*` import.
  */
 export function readBody(req: IncomingMessage, limit: number): Promise<Uint8Array> {
-  const announced = req.headers["content-length"];
-  if (announced !== undefined && Number(announced) > limit) return Promise.reject(payloadTooLarge(limit));
+  // An absent Content-Length is NaN here, which is never over the limit.
+  if (Number(req.headers["content-length"]) > limit) return Promise.reject(payloadTooLarge(limit));
 
+  // The handlers stay attached once the promise is settled: a settled promise ignores further
+  // calls, and a chunk past the limit is dropped, never kept.
   return new Promise((resolve, reject) => {
     const chunks: Uint8Array[] = [];
     let received = 0;
-
-    function onData(chunk: Uint8Array): void {
+    req.on("data", (chunk: Uint8Array) => {
       received += chunk.byteLength;
-      if (received > limit) {
-        finish();
+      if (received <= limit) {
+        chunks.push(chunk);
+      } else {
         req.pause();
         reject(payloadTooLarge(limit));
-        return;
       }
-      chunks.push(chunk);
-    }
-    function onEnd(): void {
-      finish();
-      resolve(chunks.length === 1 ? (chunks[0] as Uint8Array) : concat(chunks, received));
-    }
-    function onError(cause?: unknown): void {
-      finish();
+    });
+    req.on("end", () => resolve(chunks.length === 1 ? (chunks[0] as Uint8Array) : concat(chunks, received)));
+    const incomplete = (cause?: unknown) =>
       reject(new WebhookError("invalid_payload", "the request body was not fully received", { cause }));
-    }
-    function finish(): void {
-      req.off("data", onData);
-      req.off("end", onEnd);
-      req.off("error", onError);
-      req.off("aborted", onError);
-      req.off("close", onClose);
-    }
-    function onClose(): void {
-      // 'close' before 'end' means the client went away mid-body.
-      if (!req.complete) onError();
-    }
-
-    req.on("data", onData);
-    req.on("end", onEnd);
-    req.on("error", onError);
-    req.on("aborted", onError);
-    req.on("close", onClose);
+    req.on("error", incomplete);
+    // 'close' before the body is complete means the client went away mid-body.
+    req.on("close", () => {
+      if (!req.complete) incomplete();
+    });
   });
 }
 

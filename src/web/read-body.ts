@@ -7,8 +7,8 @@ import { bodyAlreadyParsed, payloadTooLarge } from "../receiver.js";
  */
 export async function readRequestBody(request: Request, limit: number): Promise<Uint8Array> {
   if (request.bodyUsed) throw bodyAlreadyParsed("the request body");
-  const announced = request.headers.get("content-length");
-  if (announced !== null && Number(announced) > limit) throw payloadTooLarge(limit);
+  // An absent Content-Length is Number(null), 0, which is never over the limit.
+  if (Number(request.headers.get("content-length")) > limit) throw payloadTooLarge(limit);
   if (request.body === null) return new Uint8Array(0);
 
   const reader = request.body.getReader();
