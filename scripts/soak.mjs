@@ -17,7 +17,7 @@ const secret = randomBytes(16).toString("hex");
 const sign = (body) => createHmac("sha256", secret).update(body).digest("hex");
 
 const server = fork(new URL("./soak-server.mjs", import.meta.url), [], {
-  env: { ...process.env, SOAK_SECRET: secret },
+  env: { ...process.env, SOAK_SECRET: secret, SOAK_DELIVERIES: String(TOTAL) },
   execArgv: ["--expose-gc"],
 });
 const ask = (message, key) =>
@@ -174,11 +174,13 @@ console.log(
   `valid deliveries: ${TOTAL} at ${CONCURRENCY} connections in ${seconds.toFixed(1)}s (${Math.round(TOTAL / seconds)} req/s)`,
 );
 console.log(`answers to valid deliveries: ${JSON.stringify(statuses)} (non-2xx: ${nonOk})`);
-console.log(`event ids handled: ${stats.handled} of ${TOTAL}, handled more than once: ${stats.duplicates}`);
+console.log(
+  `event ids handled: ${stats.handled} of ${TOTAL}, handled more than once: ${stats.duplicates}, unexpected ids: ${stats.foreign}`,
+);
 console.log(`hostile requests: ${hostile.sent}, answers: ${JSON.stringify(hostile.answers)}`);
 console.log(
   `receiver RSS: ${(rssAfterWarmup / 1048576).toFixed(1)} MB after ${WARMUP} warm-up deliveries, ${(stats.rss / 1048576).toFixed(1)} MB at the end (growth ${growthMb.toFixed(1)} MB, limit 20 MB)`,
 );
-const ok = nonOk === 0 && stats.handled === TOTAL && stats.duplicates === 0 && growthMb < 20;
+const ok = nonOk === 0 && stats.handled === TOTAL && stats.duplicates === 0 && stats.foreign === 0 && growthMb < 20;
 console.log(ok ? "soak: passed" : "soak: FAILED");
 process.exit(ok ? 0 : 1);
