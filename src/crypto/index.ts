@@ -1,5 +1,5 @@
 import type { HmacBackend } from "./backend.js";
-import { type NodeCrypto, nodeBackend } from "./node.js";
+import { type NodeBuffer, type NodeCrypto, nodeBackend } from "./node.js";
 import { webBackend } from "./web.js";
 
 interface NodeProcess {
@@ -16,10 +16,12 @@ interface NodeProcess {
 function selectBackend(): HmacBackend {
   try {
     // Throws where there is no process or no getBuiltinModule: then Web Crypto it is.
-    const crypto = (globalThis as unknown as NodeProcess).process.getBuiltinModule(
-      "node:crypto",
-    ) as Partial<NodeCrypto>;
-    if (crypto.createHmac && crypto.createSecretKey && crypto.timingSafeEqual) return nodeBackend(crypto as NodeCrypto);
+    const { process } = globalThis as unknown as NodeProcess;
+    const crypto = process.getBuiltinModule("node:crypto") as Partial<NodeCrypto>;
+    const buffer = process.getBuiltinModule("node:buffer") as Partial<NodeBuffer>;
+    if (crypto.createHmac && crypto.createSecretKey && crypto.timingSafeEqual && buffer.Buffer) {
+      return nodeBackend(crypto as NodeCrypto, buffer as NodeBuffer);
+    }
   } catch {
     // A runtime without node:crypto, or one that refuses it, gets Web Crypto.
   }

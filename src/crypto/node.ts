@@ -1,9 +1,8 @@
 import { bytesOf, type Payload } from "../payload.js";
 import type { HmacBackend } from "./backend.js";
-import { hexToBytes } from "./hex.js";
 import { keyCache } from "./key-cache.js";
 
-// Only the slice of node:crypto used here, so the core builds without Node's types and never
+// Only the slice of node:crypto and node:buffer used here, so the core builds without Node's types and never
 // names `node:*` in an import statement (see src/crypto/index.ts).
 interface Hmac {
   update(data: string | Uint8Array): Hmac;
@@ -17,7 +16,11 @@ export interface NodeCrypto {
   timingSafeEqual(a: Uint8Array, b: Uint8Array): boolean;
 }
 
-export function nodeBackend(crypto: NodeCrypto): HmacBackend {
+export interface NodeBuffer {
+  Buffer: { from(hex: string, encoding: "hex"): Uint8Array };
+}
+
+export function nodeBackend(crypto: NodeCrypto, { Buffer }: NodeBuffer): HmacBackend {
   const { createHmac, timingSafeEqual } = crypto;
   // A KeyObject per secret spares createHmac re-encoding the secret on every call.
   const keyFor = keyCache((secret) => crypto.createSecretKey(secret, "utf8"));
@@ -32,7 +35,8 @@ export function nodeBackend(crypto: NodeCrypto): HmacBackend {
       return hmac(secret, payload).digest("hex");
     },
     verify(secret, payload, signature) {
-      const expected = hexToBytes(signature);
+      // Native hex decoding; safe because the caller checked the format strictly first.
+      const expected = Buffer.from(signature, "hex");
       // constant-time comparison to prevent timing attacks on the digest
       if (typeof secret === "string") return timingSafeEqual(hmac(secret, payload).digest(), expected);
       for (const candidate of secret) {
