@@ -149,6 +149,12 @@ describe("parseEvent", () => {
     expect(invalidPayload(vector("invalid-utf8-bytes").body).cause).toBeInstanceOf(TypeError);
   });
 
+  it("accepts a body that really contains U+FFFD, as bytes", () => {
+    const withReplacement = Buffer.from(event((e) => (e.data.flag = "bad-\uFFFD-name")), "utf8");
+    const parsed = parseEvent(withReplacement);
+    expect(parsed.type === "flag.updated" && parsed.data.flag).toBe("bad-\uFFFD-name");
+  });
+
   it("refuses bytes that are not UTF-8", () => {
     expect(invalidPayload(vector("invalid-utf8-bytes").body).message).toContain("not valid UTF-8");
   });
