@@ -150,7 +150,10 @@ describe("parseEvent", () => {
   });
 
   it("accepts a body that really contains U+FFFD, as bytes", () => {
-    const withReplacement = Buffer.from(event((e) => (e.data.flag = "bad-\uFFFD-name")), "utf8");
+    const withReplacement = Buffer.from(
+      event((e) => (e.data.flag = "bad-\uFFFD-name")),
+      "utf8",
+    );
     const parsed = parseEvent(withReplacement);
     expect(parsed.type === "flag.updated" && parsed.data.flag).toBe("bad-\uFFFD-name");
   });
