@@ -186,6 +186,7 @@ describe.each(backends)("signatures on $name", ({ name, load }) => {
 });
 
 describe("choosing the HMAC implementation", () => {
+  const realNodeCrypto = process.getBuiltinModule("node:crypto");
   afterEach(() => {
     vi.restoreAllMocks();
     vi.resetModules();
@@ -200,8 +201,17 @@ describe("choosing the HMAC implementation", () => {
     ],
     [
       "node:crypto lacks createSecretKey",
-      (id: string) => (id === "node:crypto" ? { createHmac() {}, timingSafeEqual() {} } : undefined),
+      (id: string) => (id === "node:crypto" ? { createHmac() {}, timingSafeEqual() {} } : { Buffer }),
     ],
+    [
+      "node:crypto lacks createHmac",
+      (id: string) => (id === "node:crypto" ? { createSecretKey() {}, timingSafeEqual() {} } : { Buffer }),
+    ],
+    [
+      "node:crypto lacks timingSafeEqual",
+      (id: string) => (id === "node:crypto" ? { createHmac() {}, createSecretKey() {} } : { Buffer }),
+    ],
+    ["node:buffer lacks Buffer", (id: string) => (id === "node:crypto" ? realNodeCrypto : {})],
     ["getBuiltinModule returns nothing", () => undefined],
   ])("falls back to Web Crypto when %s", async (_, stub) => {
     vi.resetModules();
