@@ -20,3 +20,15 @@ export function assertPayload(payload: unknown): asserts payload is Payload {
     `flag-webhooks: option "payload" must be the raw body as a string or bytes, got ${typeof payload}`,
   );
 }
+
+/** The chunks of a body read from a stream, as one Uint8Array (without a copy when there is one chunk). */
+export function joinChunks(chunks: Uint8Array[], length: number): Uint8Array {
+  if (chunks.length === 1) return chunks[0] as Uint8Array;
+  const body = new Uint8Array(length);
+  let offset = 0;
+  for (const chunk of chunks) {
+    body.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return body;
+}

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import { WebhookError } from "../errors.js";
+import { joinChunks } from "../payload.js";
 import { payloadTooLarge } from "../receiver.js";
 
 /**
@@ -27,7 +28,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Uint8Arra
         reject(payloadTooLarge(limit));
       }
     });
-    req.on("end", () => resolve(chunks.length === 1 ? (chunks[0] as Uint8Array) : concat(chunks, received)));
+    req.on("end", () => resolve(joinChunks(chunks, received)));
     const incomplete = (cause?: unknown) =>
       reject(new WebhookError("invalid_payload", "the request body was not fully received", { cause }));
     req.on("error", incomplete);
@@ -36,14 +37,4 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Uint8Arra
       if (!req.complete) incomplete();
     });
   });
-}
-
-function concat(chunks: Uint8Array[], length: number): Uint8Array {
-  const out = new Uint8Array(length);
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return out;
 }

@@ -1,3 +1,4 @@
+import { joinChunks } from "../payload.js";
 import { bodyAlreadyParsed, payloadTooLarge } from "../receiver.js";
 
 /**
@@ -25,12 +26,5 @@ export async function readRequestBody(request: Request, limit: number): Promise<
     }
     chunks.push(value);
   }
-  if (chunks.length === 1) return chunks[0] as Uint8Array;
-  const body = new Uint8Array(received);
-  let offset = 0;
-  for (const chunk of chunks) {
-    body.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return body;
+  return joinChunks(chunks, received);
 }
