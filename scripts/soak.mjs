@@ -181,6 +181,15 @@ console.log(`hostile requests: ${hostile.sent}, answers: ${JSON.stringify(hostil
 console.log(
   `receiver RSS: ${(rssAfterWarmup / 1048576).toFixed(1)} MB after ${WARMUP} warm-up deliveries, ${(stats.rss / 1048576).toFixed(1)} MB at the end (growth ${growthMb.toFixed(1)} MB, limit 20 MB)`,
 );
-const ok = nonOk === 0 && stats.handled === TOTAL && stats.duplicates === 0 && stats.foreign === 0 && growthMb < 20;
+// Below 50,000 deliveries the warm-up is too short for V8's heap to settle, so RSS growth says
+// nothing about leaks; the memory check is then reported but not enforced.
+const memoryChecked = TOTAL >= 50_000;
+if (!memoryChecked) console.log("memory check: not enforced below 50,000 deliveries (warm-up too short)");
+const ok =
+  nonOk === 0 &&
+  stats.handled === TOTAL &&
+  stats.duplicates === 0 &&
+  stats.foreign === 0 &&
+  (!memoryChecked || growthMb < 20);
 console.log(ok ? "soak: passed" : "soak: FAILED");
 process.exit(ok ? 0 : 1);
