@@ -1,4 +1,5 @@
-import { readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 
@@ -43,5 +44,38 @@ describe("README", () => {
     for (const [, code, status] of errors.matchAll(/^\s+(\w+): (\d{3}),$/gm)) {
       expect(readme).toMatch(new RegExp(`\\| \`${code}\`\\s*\\| ${status}\\s*\\|`));
     }
+  });
+});
+
+describe("README code", () => {
+  it("type-checks every TypeScript snippet as written", () => {
+    const snippets = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map(([, code]) => code ?? "");
+    expect(snippets.length).toBeGreaterThanOrEqual(7);
+    const dir = resolve(root, ".test-results/readme-snippets");
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    const files = snippets.map((code, i) => {
+      const file = resolve(dir, `snippet-${i + 1}.ts`);
+      writeFileSync(file, code);
+      return file;
+    });
+    // The repository's test tsconfig maps "flag-webhooks" to src/, as for the examples.
+    writeFileSync(
+      resolve(dir, "tsconfig.json"),
+      JSON.stringify({
+        extends: "../../tsconfig.test.json",
+        include: files,
+        compilerOptions: { noUnusedLocals: false },
+      }),
+    );
+    let output = "";
+    try {
+      execFileSync(process.execPath, [resolve(root, "node_modules/typescript/bin/tsc"), "-p", dir], {
+        encoding: "utf8",
+      });
+    } catch (error) {
+      output = String((error as { stdout?: string }).stdout);
+    }
+    expect(output).toBe("");
   });
 });

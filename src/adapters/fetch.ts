@@ -43,12 +43,11 @@ export async function verifyRequest(request: Request, options: ReceiverOptions):
  *
  * @example
  * ```ts
- * export default {
- *   fetch: webhookHandler({
- *     secret: env.WEBHOOK_SECRET,
- *     onEvent: (event) => console.log(event.type, event.id),
- *   }),
- * };
+ * // Next.js: app/api/webhooks/route.ts
+ * export const POST = webhookHandler({
+ *   secret: process.env.WEBHOOK_SECRET!,
+ *   onEvent: (event) => console.log(event.type, event.id),
+ * });
  * ```
  */
 export function webhookHandler(options: WebhookHandlerOptions): (request: Request) => Promise<Response> {
