@@ -1,9 +1,11 @@
-import { WebhookError } from "./errors.js";
+import { toErrorBody, WebhookError } from "./errors.js";
 import type { WebhookEvent } from "./events.js";
 import { parseLimit } from "./limit.js";
 import type { Payload } from "./payload.js";
 import { isMissing, missingSignature, verifiedEvent } from "./receive.js";
 import { assertSecret, type Secret } from "./signature.js";
+
+const utf8 = new TextEncoder();
 
 /** Options every adapter takes. */
 export interface ReceiverOptions {
@@ -57,7 +59,7 @@ export function createReceiver(options: ReceiverOptions): (delivery: Delivery) =
     if (isMissing(signature)) throw missingSignature();
     const body = await delivery.body(limit);
     // A string body (left by a body parser as rawBody) is measured, and verified, as UTF-8 bytes.
-    const payload = typeof body === "string" ? new TextEncoder().encode(body) : body;
+    const payload = typeof body === "string" ? utf8.encode(body) : body;
     if (payload.byteLength > limit) throw payloadTooLarge(limit);
     return verifiedEvent(secret, payload, signature);
   };
@@ -74,7 +76,7 @@ export function errorResponse(error: unknown): ErrorResponse {
   return {
     status: known.status,
     headers,
-    body: JSON.stringify({ error: { code: known.code, message: known.message } }),
+    body: JSON.stringify(toErrorBody(known)),
     close: known.code === "payload_too_large",
   };
 }
