@@ -1,8 +1,8 @@
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-/** One known-answer case from ../shared/vectors/signatures.json, computed with openssl. */
+/** One known-answer case from test/fixtures/signatures.json, computed with openssl. */
 export interface Vector {
   name: string;
   secret: string;
@@ -18,24 +18,10 @@ interface RawVector {
   body_repeat?: { text: string; count: number };
 }
 
-/**
- * ../shared sits beside the repository; look upward for it, so the suite also runs from a copy
- * of the repository nested deeper (Stryker's sandbox).
- */
-function findVectors(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const candidate = join(dir, "shared/vectors/signatures.json");
-    if (existsSync(candidate)) return candidate;
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error("shared/vectors/signatures.json not found beside the repository");
-    dir = parent;
-  }
-}
+// Kept in the repository with the script that makes them (scripts/make-vectors.mjs, openssl).
+const file = join(dirname(fileURLToPath(import.meta.url)), "fixtures/signatures.json");
 
-const file = findVectors();
-
-/** The shared vectors with their bodies as bytes (body_hex is authoritative). */
+/** The vectors with their bodies as bytes (body_hex is authoritative). */
 export const vectors: Vector[] = (JSON.parse(readFileSync(file, "utf8")).vectors as RawVector[]).map((v) => ({
   name: v.name,
   secret: v.secret,

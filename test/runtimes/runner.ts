@@ -22,7 +22,7 @@ export interface WireCase {
   streamed: boolean;
 }
 
-/** One known-answer vector of /work/shared/vectors/signatures.json. */
+/** One known-answer vector of test/fixtures/signatures.json. */
 export interface WireVector {
   name: string;
   secret: string;
