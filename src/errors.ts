@@ -5,15 +5,25 @@
 const STATUS = {
   missing_signature: 401,
   invalid_signature: 401,
+  event_expired: 401,
   invalid_payload: 400,
+  body_timeout: 408,
   payload_too_large: 413,
   method_not_allowed: 405,
+  delivery_in_progress: 409,
   body_already_parsed: 500,
   handler_error: 500,
+  store_unavailable: 503,
 } as const;
 
 /** The machine-readable reason a delivery was refused; see the README's error table. */
 export type WebhookErrorCode = keyof typeof STATUS;
+
+/**
+ * The HTTP status answered for a code, or for any code: a union of literals, so it passes where a
+ * framework wants a status it can send a body with (Hono's `ContentfulStatusCode`).
+ */
+export type WebhookErrorStatus<Code extends WebhookErrorCode = WebhookErrorCode> = (typeof STATUS)[Code];
 
 // A registered symbol, not a class identity: a CommonJS and an ES module copy of this file
 // (or two installed versions) can both be loaded in one process, and `instanceof` must still
@@ -35,15 +45,15 @@ const BRAND: unique symbol = Symbol.for("flag-webhooks.WebhookError") as never;
  * }
  * ```
  */
-export class WebhookError extends Error {
+export class WebhookError<Code extends WebhookErrorCode = WebhookErrorCode> extends Error {
   /** Why the delivery was refused. */
-  readonly code: WebhookErrorCode;
+  readonly code: Code;
   /** The HTTP status a receiver answers with for this code. */
-  readonly status: number;
+  readonly status: WebhookErrorStatus<Code>;
   /** @internal brand checked by `instanceof`, see BRAND. */
   readonly [BRAND] = true;
 
-  constructor(code: WebhookErrorCode, message: string, options?: { cause?: unknown }) {
+  constructor(code: Code, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "WebhookError";
     this.code = code;

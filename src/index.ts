@@ -1,4 +1,22 @@
-export { type ErrorBody, toErrorBody, WebhookError, type WebhookErrorCode } from "./errors.js";
+export {
+  type ClaimResult,
+  type DedupeStore,
+  MemoryDedupeStore,
+  type MemoryDedupeStoreOptions,
+} from "./delivery/dedupe.js";
+export {
+  type RedisClientLike,
+  RedisDedupeStore,
+  type RedisDedupeStoreOptions,
+} from "./delivery/redis-dedupe-store.js";
+export { createRouter, type EventHandler, type EventOf, type RoutableType, type Router } from "./delivery/router.js";
+export {
+  type ErrorBody,
+  toErrorBody,
+  WebhookError,
+  type WebhookErrorCode,
+  type WebhookErrorStatus,
+} from "./errors.js";
 export {
   type Actor,
   type FlagChange,
@@ -15,8 +33,14 @@ export {
   type WebhookEventType,
 } from "./events.js";
 export type { Payload } from "./payload.js";
-export { verifyEvent } from "./receive.js";
-export type { ReceiverOptions } from "./receiver.js";
+export {
+  type DedupeOptions,
+  DUPLICATE_HEADER,
+  type HandlerOptions,
+  type ReceiverOptions,
+  type VerifiedInfo,
+  type WebhookReply,
+} from "./receiver.js";
 export {
   type Secret,
   SIGNATURE_HEADER,
@@ -25,3 +49,4 @@ export {
   type VerifyOptions,
   verifySignature,
 } from "./signature.js";
+export { type VerifyEventOptions, verifyEvent } from "./verify-event.js";

@@ -1,11 +1,47 @@
-import { toErrorBody, WebhookError } from "./errors.js";
+import type { ClaimResult, DedupeStore } from "./delivery/dedupe.js";
+import { checkAge, parseDuration } from "./delivery/max-age.js";
+import { toErrorBody, WebhookError, type WebhookErrorCode } from "./errors.js";
 import type { WebhookEvent } from "./events.js";
 import { parseLimit } from "./limit.js";
 import type { Payload } from "./payload.js";
-import { isMissing, missingSignature, verifiedEvent } from "./receive.js";
 import { assertSecret, type Secret } from "./signature.js";
+import { isMissing, missingSignature, verifiedEvent } from "./verify-event.js";
 
 const utf8 = new TextEncoder();
+
+/** Dedupe by event id: see the README's "Delivery guarantees". */
+export interface DedupeOptions {
+  /** Where handled ids are kept: a {@link MemoryDedupeStore} for one process, a {@link RedisDedupeStore} for a fleet. */
+  store: DedupeStore;
+  /**
+   * How long a handled id is remembered, in ms or as a duration such as `"24h"`. Keep it at least
+   * `maxAge` plus a minute, so a captured delivery is either too old or a known duplicate.
+   */
+  ttl: number | string;
+  /**
+   * How long a claim of a delivery still being handled lasts (default 60 s): a copy that arrives
+   * meanwhile gets `409 delivery_in_progress`; if the process dies mid-handler, the sender's
+   * retry runs it after this. Longer than your slowest handler.
+   */
+  inFlightTtl?: number | string;
+  /** How long to wait for the store before answering `503 store_unavailable` (default 2 s). */
+  timeout?: number | string;
+  /**
+   * When the store fails (Redis down), run the handler anyway, without dedupe (`true`), instead
+   * of answering `503 store_unavailable` so the sender retries later (`false`, the default).
+   * Availability over exactly-once: a copy delivered while the store is down may run twice.
+   */
+  failOpen?: boolean;
+}
+
+/** What `onVerified` is told besides the event. */
+export interface VerifiedInfo {
+  /**
+   * Which secret of the `secret` list signed the delivery (0 for a single secret): once the old
+   * secret's index stops appearing, it can be dropped.
+   */
+  secretIndex: number;
+}
 
 /** Options every adapter takes. */
 export interface ReceiverOptions {
@@ -16,6 +52,48 @@ export interface ReceiverOptions {
    * exactly `limit` bytes passes, one byte more is refused with `payload_too_large` (413).
    */
   limit?: number | string;
+  /**
+   * The replay window on `createdAt` (ms, or a duration such as `"5m"`); off by default. Older
+   * events, and events dated over a minute ahead, are refused with `event_expired` (401).
+   */
+  maxAge?: number | string;
+  /** Handle each event id once: `{ store, ttl }`. Off by default. */
+  dedupe?: DedupeOptions;
+  /**
+   * The longest wait for the whole body once a request arrived, in ms or as a duration; then
+   * `408 body_timeout` and the connection is closed. Default 10 s. Node adapters (a fetch
+   * runtime bounds this itself).
+   */
+  bodyTimeout?: number | string;
+  /** Told of every authentic delivery, with the index of the secret that matched. Never sees a secret. */
+  onVerified?: (event: WebhookEvent, info: VerifiedInfo) => void;
+  /** Told of every refused delivery (code and status on the error). Never sees a secret or signature. */
+  onRejected?: (error: WebhookError) => void;
+  /** The clock, in ms since the epoch, for `maxAge`; for tests. Default `Date.now`. */
+  now?: () => number;
+}
+
+/**
+ * What `onEvent` may return to choose the answer (any adapter): `{ status: 202 }`, with an
+ * optional JSON-able or string `body` and `headers`. Returning nothing answers 204.
+ */
+export interface WebhookReply {
+  status: number;
+  headers?: Record<string, string>;
+  body?: unknown;
+}
+
+/** Options of an adapter that runs a handler: the receiver's, plus `onEvent` and `onError`. */
+export interface HandlerOptions<Context extends unknown[]> extends ReceiverOptions {
+  /**
+   * Runs each verified event; the delivery is answered once it resolves: 204, or the
+   * {@link WebhookReply} it returns. If it throws, the answer is `500 handler_error` (without
+   * its message) and the dedupe claim is released, so the sender's retry runs it again.
+   * A {@link Router} is a valid `onEvent`.
+   */
+  onEvent?: (event: WebhookEvent, ...context: Context) => unknown;
+  /** Told of an error thrown by `onEvent`, a hook or the dedupe store. Default: `console.error`. */
+  onError?: (error: unknown, ...context: Context) => void;
 }
 
 /** What an adapter hands the core about one request. */
@@ -23,61 +101,294 @@ export interface Delivery {
   method: string | undefined;
   signature: string | readonly string[] | null | undefined;
   /**
-   * Yields the raw body, reading at most `limit` bytes; throws `payload_too_large` past it and
+   * Yields the raw body, reading at most `limit` bytes for at most `timeout` ms; throws
+   * `payload_too_large` past the limit, `body_timeout` past the time, and
    * `body_already_parsed` when a body parser left no raw bytes.
    */
-  body(limit: number): Payload | Promise<Payload>;
+  body(limit: number, timeout: number): Payload | Promise<Payload>;
 }
 
-/** The core's answer to a refused request, which every adapter writes as it is. */
-export interface ErrorResponse {
+/** The answer to write, in any framework's terms. */
+export interface Answer {
   status: number;
   headers: Record<string, string>;
-  body: string;
-  /** Close the connection after answering: the rest of an oversized body is not worth reading. */
+  /** The body as text, or null for none. */
+  body: string | null;
+  /** Close the connection after answering: the rest of the body is not worth reading. */
   close: boolean;
 }
 
+/** A verified, fresh, claimed delivery whose handler is the adapter's `next()`. */
+export interface Accepted {
+  event: WebhookEvent;
+  /**
+   * Tells the core the handler finished: `true` marks the event id handled, `false` releases the
+   * claim so a retry runs it. Never rejects; call it once.
+   */
+  settle(ok: boolean): Promise<void>;
+}
+
+/** A value `onEvent` returned that the adapter answers with itself (a fetch `Response`). */
+export interface NativeReply {
+  native: unknown;
+}
+
+/** The one decision-maker behind every adapter. */
+export interface Receiver<Context extends unknown[]> {
+  /** Checks a request up to the handler: the event to hand on, or the answer to send now. */
+  accept(delivery: Delivery, ...context: Context): Promise<Accepted | Answer>;
+  /**
+   * Verifies a request and checks its age, throwing what `accept` would answer: for adapters that
+   * hand the event to the caller (`verifyRequest`). Runs the hooks; no dedupe.
+   */
+  verify(delivery: Delivery, ...context: Context): Promise<WebhookEvent>;
+  /** Accepts a request, runs `onEvent` and settles: the answer, or a native reply to pass on. */
+  handle(delivery: Delivery, ...context: Context): Promise<Answer | NativeReply>;
+}
+
+const DEFAULT_BODY_TIMEOUT = 10_000;
+const DEFAULT_IN_FLIGHT = 60_000;
+const DEFAULT_STORE_TIMEOUT = 2000;
+/** Seconds a sender should wait before retrying, for the refusals that ask for a retry. */
+const RETRY_AFTER: Partial<Record<WebhookErrorCode, string>> = { delivery_in_progress: "5", store_unavailable: "10" };
+/** The header that marks the answer to a duplicate delivery. */
+export const DUPLICATE_HEADER = "webhook-duplicate";
+
 /**
- * The one decision-maker behind every adapter: checks the options once, then turns each
- * request into an event or a WebhookError, always in the same order: method (405), signature
- * present (401, before any byte of the body is read), body (500/413), signature (401), event (400).
+ * The one decision-maker behind every adapter: checks the options once, then turns each request
+ * into an answer, always in the same order: method (405), signature present (401, before any
+ * byte of the body is read), body (500/413/408), signature (401), event (400), replay window
+ * (401), dedupe claim (duplicate 204, in progress 409, store down 503), handler (204/500).
+ * Adapters only translate: a request in, the answer out.
+ *
+ * @param isNative tells which `onEvent` results the adapter answers with itself (a `Response`).
  */
-export function createReceiver(options: ReceiverOptions): (delivery: Delivery) => Promise<WebhookEvent> {
+export function createReceiver<Context extends unknown[]>(
+  options: HandlerOptions<Context>,
+  isNative: (value: unknown) => boolean = () => false,
+): Receiver<Context> {
   if (typeof options !== "object" || options === null) {
     throw new TypeError('flag-webhooks: options with a "secret" are required');
   }
-  const { secret } = options;
+  const { secret, onVerified, onRejected, onEvent, onError = logError, now = Date.now } = options;
   assertSecret(secret);
   const limit = parseLimit(options.limit);
+  const maxAge = options.maxAge === undefined ? undefined : parseDuration(options.maxAge, "maxAge");
+  const bodyTimeout =
+    options.bodyTimeout === undefined ? DEFAULT_BODY_TIMEOUT : parseDuration(options.bodyTimeout, "bodyTimeout");
+  for (const [name, hook] of Object.entries({ onEvent, onError, onVerified, onRejected, now })) {
+    if (hook !== undefined && typeof hook !== "function") {
+      throw new TypeError(`flag-webhooks: option "${name}" must be a function`);
+    }
+  }
+  const dedupe = options.dedupe === undefined ? undefined : dedupeOptions(options.dedupe);
 
-  return async function receive(delivery) {
+  /** Runs a hook for logs or metrics: whatever it throws changes no answer. */
+  function tell(context: Context, hook: () => void): void {
+    try {
+      hook();
+    } catch (error) {
+      report(error, context);
+    }
+  }
+  function report(error: unknown, context: Context): void {
+    try {
+      onError(error, ...context);
+    } catch {
+      // An onError that throws has nowhere left to report to.
+    }
+  }
+  function refuse(error: unknown, context: Context): Answer {
+    const answer = errorResponse(error);
+    if (error instanceof WebhookError && onRejected) tell(context, () => onRejected(error));
+    return answer;
+  }
+
+  async function accept(delivery: Delivery, ...context: Context): Promise<Accepted | Answer> {
+    let event: WebhookEvent;
+    try {
+      event = await verifiedDelivery(delivery, context);
+    } catch (error) {
+      return refuse(error, context);
+    }
+    if (!dedupe) return { event, settle: settled };
+
+    const { store, ttl, inFlightTtl, timeout, failOpen } = dedupe;
+    const id = event.id;
+    let claim: ClaimResult;
+    try {
+      // A claim that lands after we gave up must not block the sender's retry for a lease.
+      claim = await withTimeout(store.claim(id, inFlightTtl), timeout, (late) => {
+        if (late === "claimed") void quietly(() => store.release(id), context);
+      });
+    } catch (cause) {
+      report(cause, context);
+      if (failOpen) return { event, settle: settled };
+      return refuse(
+        new WebhookError("store_unavailable", "the dedupe store is unavailable; retry later", { cause }),
+        context,
+      );
+    }
+    if (claim === "done") return duplicate();
+    if (claim === "in_flight") {
+      return refuse(
+        new WebhookError("delivery_in_progress", `event ${id} is being handled by another delivery; retry later`),
+        context,
+      );
+    }
+    let once = false;
+    return {
+      event,
+      settle(ok) {
+        if (once) return settled();
+        once = true;
+        return quietly(() => (ok ? store.complete(id, ttl) : store.release(id)), context);
+      },
+    };
+  }
+
+  async function verifiedDelivery(delivery: Delivery, context: Context): Promise<WebhookEvent> {
     if (delivery.method !== "POST") {
       throw new WebhookError("method_not_allowed", `method ${delivery.method} not allowed: deliveries are POST`);
     }
     const { signature } = delivery;
     if (isMissing(signature)) throw missingSignature();
-    const body = await delivery.body(limit);
+    const body = await delivery.body(limit, bodyTimeout);
     // A string body (left by a body parser as rawBody) is measured, and verified, as UTF-8 bytes.
     const payload = typeof body === "string" ? utf8.encode(body) : body;
     if (payload.byteLength > limit) throw payloadTooLarge(limit);
-    return verifiedEvent(secret, payload, signature);
+    // Signature first, always: a stale *and* forged delivery is invalid_signature.
+    const { event, secretIndex } = await verifiedEvent(secret, payload, signature);
+    if (onVerified) tell(context, () => onVerified(event, { secretIndex }));
+    if (maxAge !== undefined) checkAge(event.createdAt, maxAge, now());
+    return event;
+  }
+
+  async function handle(delivery: Delivery, ...context: Context): Promise<Answer | NativeReply> {
+    const accepted = await accept(delivery, ...context);
+    if (!("event" in accepted)) return accepted;
+    let value: unknown;
+    try {
+      value = await onEvent?.(accepted.event, ...context);
+    } catch (error) {
+      report(error, context);
+      await accepted.settle(false);
+      // The handler's own message may hold internals; the client gets the generic handler_error.
+      return errorResponse(undefined);
+    }
+    await accepted.settle(true);
+    if (isNative(value)) return { native: value };
+    return isReply(value) ? replyAnswer(value) : { status: 204, headers: {}, body: null, close: false };
+  }
+
+  /** Runs a store operation whose failure must not change the answer (it is reported instead). */
+  async function quietly(operation: () => void | Promise<void>, context: Context): Promise<void> {
+    try {
+      await withTimeout(operation(), dedupe?.timeout ?? DEFAULT_STORE_TIMEOUT);
+    } catch (error) {
+      report(error, context);
+    }
+  }
+
+  async function verify(delivery: Delivery, ...context: Context): Promise<WebhookEvent> {
+    try {
+      return await verifiedDelivery(delivery, context);
+    } catch (error) {
+      if (error instanceof WebhookError && onRejected) tell(context, () => onRejected(error));
+      throw error;
+    }
+  }
+
+  return { accept, verify, handle };
+}
+
+function dedupeOptions(dedupe: DedupeOptions) {
+  const store = dedupe?.store;
+  if (!store || typeof store.claim !== "function" || typeof store.complete !== "function") {
+    throw new TypeError('flag-webhooks: option "dedupe.store" must be a DedupeStore (claim, complete, release)');
+  }
+  if (dedupe.ttl === undefined) throw new TypeError('flag-webhooks: option "dedupe.ttl" is required');
+  return {
+    store,
+    ttl: parseDuration(dedupe.ttl, "dedupe.ttl"),
+    inFlightTtl:
+      dedupe.inFlightTtl === undefined ? DEFAULT_IN_FLIGHT : parseDuration(dedupe.inFlightTtl, "dedupe.inFlightTtl"),
+    timeout: dedupe.timeout === undefined ? DEFAULT_STORE_TIMEOUT : parseDuration(dedupe.timeout, "dedupe.timeout"),
+    failOpen: dedupe.failOpen === true,
   };
+}
+
+const settled = (): Promise<void> => Promise.resolve();
+
+function duplicate(): Answer {
+  return { status: 204, headers: { [DUPLICATE_HEADER]: "true" }, body: null, close: false };
+}
+
+/** A value or promise, bounded in time: past `ms` it rejects, and `late` sees what came too late. */
+function withTimeout<T>(value: T | Promise<T>, ms: number, late?: (value: T) => void): Promise<T> {
+  if (!(value instanceof Promise)) return Promise.resolve(value);
+  return new Promise<T>((resolve, reject) => {
+    let done = false;
+    const timer = setTimeout(() => {
+      done = true;
+      reject(new Error(`the dedupe store did not answer within ${ms} ms`));
+    }, ms);
+    value.then(
+      (result) => {
+        clearTimeout(timer);
+        if (done) late?.(result);
+        else resolve(result);
+      },
+      (error) => {
+        clearTimeout(timer);
+        if (!done) reject(error);
+      },
+    );
+  });
+}
+
+function isReply(value: unknown): value is WebhookReply {
+  if (typeof value !== "object" || value === null) return false;
+  const prototype = Object.getPrototypeOf(value);
+  const status = (value as { status?: unknown }).status;
+  return (
+    (prototype === Object.prototype || prototype === null) &&
+    Number.isInteger(status) &&
+    (status as number) >= 200 &&
+    (status as number) <= 599
+  );
+}
+
+function replyAnswer(reply: WebhookReply): Answer {
+  const headers: Record<string, string> = { ...reply.headers };
+  let body: string | null = null;
+  if (typeof reply.body === "string") {
+    body = reply.body;
+  } else if (reply.body !== undefined && reply.body !== null) {
+    body = JSON.stringify(reply.body);
+    if (!Object.keys(headers).some((name) => name.toLowerCase() === "content-type")) {
+      headers["content-type"] = "application/json; charset=utf-8";
+    }
+  }
+  return { status: reply.status, headers, body, close: false };
 }
 
 /**
  * Renders any failure as the response to send. A WebhookError keeps its status and message;
  * anything else is a bug or an application error, answered 500 without its message.
  */
-export function errorResponse(error: unknown): ErrorResponse {
-  const known = error instanceof WebhookError ? error : new WebhookError("handler_error", "the webhook handler failed");
+export function errorResponse(error: unknown): Answer {
+  const known: WebhookError =
+    error instanceof WebhookError ? error : new WebhookError("handler_error", "the webhook handler failed");
   const headers: Record<string, string> = { "content-type": "application/json; charset=utf-8" };
   if (known.code === "method_not_allowed") headers.allow = "POST";
+  const retryAfter = RETRY_AFTER[known.code];
+  if (retryAfter) headers["retry-after"] = retryAfter;
   return {
     status: known.status,
     headers,
     body: JSON.stringify(toErrorBody(known)),
-    close: known.code === "payload_too_large",
+    close: known.code === "payload_too_large" || known.code === "body_timeout",
   };
 }
 
@@ -85,12 +396,20 @@ export function payloadTooLarge(limit: number): WebhookError {
   return new WebhookError("payload_too_large", `body is larger than the limit of ${limit} bytes`);
 }
 
-/** The explanation users need when a body parser ran first: name the cause and the fix. */
-export function bodyAlreadyParsed(where: string): WebhookError {
+/**
+ * The explanation users need when a body parser ran first: what was parsed, and the fix in the
+ * adapter's own terms (each adapter names its own).
+ */
+export function bodyAlreadyParsed(where: string, fix: string): WebhookError {
   return new WebhookError(
     "body_already_parsed",
-    `${where} was already parsed and no raw bytes are left, so the signature cannot be checked: ` +
-      "mount the webhook middleware before any JSON or text body parser (e.g. express.json()), " +
-      "or use express.raw() for this route",
+    `${where} was already parsed and no raw bytes are left, so the signature cannot be checked: ${fix}`,
+  );
+}
+
+function logError(error: unknown): void {
+  console.error(
+    "flag-webhooks: onEvent, a hook or the dedupe store threw; the delivery was answered without it",
+    error,
   );
 }

@@ -77,14 +77,17 @@ export async function verifySignature(options: VerifyOptions): Promise<boolean> 
   const { secret, payload, signature } = options;
   assertSecret(secret);
   assertPayload(payload);
-  return matches(secret, payload, signature);
+  return (await matchingSecret(secret, payload, signature)) >= 0;
 }
 
-/** The check itself, for callers that validated `secret` and `payload` already. */
-export function matches(secret: Secret, payload: Payload, signature: unknown): boolean | Promise<boolean> {
-  return (
-    typeof signature === "string" && SIGNATURE_FORMAT.test(signature) && backend.verify(secret, payload, signature)
-  );
+/**
+ * The check itself, for callers that validated `secret` and `payload` already: the index of the
+ * secret the signature matches (0 for a single secret), or -1 when none does.
+ */
+export function matchingSecret(secret: Secret, payload: Payload, signature: unknown): number | Promise<number> {
+  return typeof signature === "string" && SIGNATURE_FORMAT.test(signature)
+    ? backend.verify(secret, payload, signature)
+    : -1;
 }
 
 /**

@@ -54,7 +54,8 @@ describe("Express middleware", () => {
     expect(res.body.error.code).toBe("body_already_parsed");
     expect(res.body.error.message).toMatch(/^req\.body was already parsed/);
     expect(res.body.error.message).toMatch(/express\.json\(\)/);
-    expect(res.body.error.message).toMatch(/express\.raw\(\)/);
+    expect(res.body.error.message).toMatch(/express\.raw\(\{ type: "\*\/\*" \}\)/);
+    expect(res.body.error.message).toMatch(/keepRawBody/);
     expect(reached).not.toHaveBeenCalled();
   });
 

@@ -148,7 +148,11 @@ describe.each(backends)("signatures on $name", ({ name, load }) => {
       payload: JSON.parse(compact.body.toString()) as never,
       signature: compact.signature,
     });
-    await expect(call).rejects.toThrow(/"payload" must be the raw body as a string or bytes, got object/);
+    await expect(call).rejects.toThrow(/"payload" must be the raw body as a string or bytes, got a parsed object/);
+    // The hint the README promises: what to use instead, framework by framework (issue 7).
+    await expect(call).rejects.toThrow(/express\.raw\(\{ type: "\*\/\*" \}\)/);
+    await expect(call).rejects.toThrow(/request\.text\(\)/);
+    await expect(call).rejects.toThrow(/rawBody: true/);
     await expect(call).rejects.not.toThrow(/top-secret-value/);
   });
 

@@ -1,29 +1,37 @@
 import type { WebhookEvent } from "../events.js";
-import { createReceiver, errorResponse, type ReceiverOptions } from "../receiver.js";
+import { createReceiver, type Delivery, type HandlerOptions, type ReceiverOptions } from "../receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 import { readRequestBody } from "../web/read-body.js";
+import { toResponse } from "../web/respond.js";
 
-/** Options of {@link webhookHandler}. */
-export interface WebhookHandlerOptions extends ReceiverOptions {
+/**
+ * Options of {@link webhookHandler}: the receiver's options (`secret`, `limit`, `maxAge`,
+ * `dedupe`, hooks), and `onEvent(event, request)`, whose returned `Response` is sent as it is.
+ */
+export interface WebhookHandlerOptions extends HandlerOptions<[request: Request]> {
   /**
    * Called with each verified event; the delivery is answered once it resolves: with the
-   * Response it returns, if it returns one, else 204. If it throws, the answer is 500 `handler_error` without the thrown
-   * message, so the service retries.
+   * Response it returns, if it returns one, else 204 (or the `{ status }` reply it returns). If it
+   * throws, the answer is 500 `handler_error` without the thrown message, so the service retries.
    */
   onEvent: (event: WebhookEvent, request: Request) => unknown;
-  /** Told of an error thrown by `onEvent`. Default: `console.error`. */
-  onError?: (error: unknown, request: Request) => void;
 }
+
+const FIX =
+  "pass the Request to flag-webhooks before reading its body (request.json(), request.text(), or c.req.json() " +
+  "in Hono), or hand it request.clone() if something must read it first";
 
 /**
  * Verifies a fetch-style Request (Next.js route handlers, Hono's `c.req.raw`, Bun, Deno,
- * Cloudflare Workers) and returns its typed event. Throws {@link WebhookError}.
+ * Cloudflare Workers) and returns its typed event. Throws {@link WebhookError}. Takes the
+ * receiver's options but `dedupe`, which needs to know when a handler finished: use
+ * {@link webhookHandler} for that.
  *
  * @example
  * ```ts
  * export async function POST(request: Request) {
  *   try {
- *     const event = await verifyRequest(request, { secret: process.env.WEBHOOK_SECRET! });
+ *     const event = await verifyRequest(request, { secret: process.env.WEBHOOK_SECRET!, maxAge: "5m" });
  *     return new Response(null, { status: 204 });
  *   } catch (error) {
  *     if (error instanceof WebhookError) return Response.json(toErrorBody(error), { status: error.status });
@@ -32,8 +40,8 @@ export interface WebhookHandlerOptions extends ReceiverOptions {
  * }
  * ```
  */
-export async function verifyRequest(request: Request, options: ReceiverOptions): Promise<WebhookEvent> {
-  return createReceiver(options)(deliveryOf(request));
+export async function verifyRequest(request: Request, options: Omit<ReceiverOptions, "dedupe">): Promise<WebhookEvent> {
+  return createReceiver({ ...options, dedupe: undefined }).verify(deliveryOf(request));
 }
 
 /**
@@ -51,41 +59,19 @@ export async function verifyRequest(request: Request, options: ReceiverOptions):
  * ```
  */
 export function webhookHandler(options: WebhookHandlerOptions): (request: Request) => Promise<Response> {
-  const receive = createReceiver(options);
-  const { onEvent, onError = logError } = options;
-  if (typeof onEvent !== "function") throw new TypeError('flag-webhooks: option "onEvent" must be a function');
+  const receiver = createReceiver(options, (value) => value instanceof Response);
+  if (typeof options.onEvent !== "function") throw new TypeError('flag-webhooks: option "onEvent" must be a function');
 
   return async function flagWebhooksFetch(request) {
-    let event: WebhookEvent;
-    try {
-      event = await receive(deliveryOf(request));
-    } catch (error) {
-      return toResponse(error);
-    }
-    try {
-      const answer = await onEvent(event, request);
-      return answer instanceof Response ? answer : new Response(null, { status: 204 });
-    } catch (error) {
-      onError(error, request);
-      // The handler's own message may hold internals; the client gets the generic handler_error.
-      return toResponse(undefined);
-    }
+    const answer = await receiver.handle(deliveryOf(request), request);
+    return "native" in answer ? (answer.native as Response) : toResponse(answer);
   };
 }
 
-function deliveryOf(request: Request) {
+function deliveryOf(request: Request): Delivery {
   return {
     method: request.method,
     signature: request.headers.get(SIGNATURE_HEADER),
-    body: (limit: number) => readRequestBody(request, limit),
+    body: (limit) => readRequestBody(request, limit, FIX),
   };
-}
-
-function toResponse(error: unknown): Response {
-  const answer = errorResponse(error);
-  return new Response(answer.body, { status: answer.status, headers: answer.headers });
-}
-
-function logError(error: unknown): void {
-  console.error("flag-webhooks: onEvent threw; answered 500 handler_error", error);
 }

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type { WebhookEvent } from "../events.js";
 import { nodeBody } from "../node/body-source.js";
-import { createReceiver, errorResponse, type ReceiverOptions } from "../receiver.js";
+import { type Answer, createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 
 /** The part of a Koa context the middleware uses, so Koa-style frameworks fit as well. */
@@ -20,9 +20,25 @@ export interface WebhookState {
 }
 
 /**
- * Koa (and Koa-style) middleware that verifies each delivery, sets `ctx.state.webhookEvent` and
- * awaits `next()`. A refused delivery gets its status and `{ "error": { "code", "message" } }`
- * as `ctx.body`, and `next` is not called. Uses `ctx.request.rawBody` when a body parser kept it.
+ * Options of the Koa {@link webhookMiddleware}: the receiver's options (`secret`, `limit`,
+ * `maxAge`, `dedupe`, `bodyTimeout`, hooks), and an optional `onEvent(event, ctx)`.
+ */
+export type KoaWebhookOptions = HandlerOptions<[ctx: KoaLikeContext]>;
+
+const FIX =
+  "mount webhookMiddleware before the body parser (@koa/bodyparser, koa-bodyparser, koa-body) on the webhook route, " +
+  "so it reads the bytes itself";
+// Where koa-body keeps the unparsed body with `includeUnparsed: true` (decoded text, like rawBody).
+const UNPARSED = Symbol.for("unparsedBody");
+
+/**
+ * Koa (and Koa-style) middleware that verifies each delivery. With `onEvent`, it runs it and
+ * answers itself: 204 (or the reply `onEvent` returns, or the body it set on `ctx`), 500
+ * `handler_error` if it throws. Without `onEvent`, it sets `ctx.state.webhookEvent` and awaits
+ * `next()`; a downstream that throws or answers 5xx counts as a failed handler for `dedupe`.
+ * A refused delivery gets its status and `{ "error": { "code", "message" } }` as `ctx.body`.
+ * Mount it before any body parser: a parser's `rawBody` is decoded text, not the bytes (see the
+ * README's Koa notes).
  *
  * @example
  * ```ts
@@ -38,27 +54,49 @@ export interface WebhookState {
  * ```
  */
 export function webhookMiddleware(
-  options: ReceiverOptions,
+  options: KoaWebhookOptions,
 ): (ctx: KoaLikeContext, next: () => Promise<unknown>) => Promise<void> {
-  const receive = createReceiver(options);
+  const receiver = createReceiver(options);
 
   return async function flagWebhooksKoa(ctx, next) {
-    let event: WebhookEvent;
-    try {
-      event = await receive({
-        method: ctx.req.method,
-        signature: ctx.req.headers[SIGNATURE_HEADER],
-        body: nodeBody(ctx.req, ctx.request.rawBody, "ctx.request.body"),
-      });
-    } catch (error) {
-      const answer = errorResponse(error);
-      ctx.status = answer.status;
-      for (const [name, value] of Object.entries(answer.headers)) ctx.set(name, value);
-      if (answer.close) ctx.set("connection", "close");
-      ctx.body = answer.body;
+    if (options.onEvent) {
+      const answer = await receiver.handle(deliveryOf(ctx), ctx);
+      // Koa's status stays 404 with no body until someone answers: the handler may have.
+      if ("status" in answer && (answer.status >= 400 || (ctx.body == null && ctx.status === 404))) {
+        write(ctx, answer);
+      }
       return;
     }
-    ctx.state.webhookEvent = event;
-    await next();
+    const accepted = await receiver.accept(deliveryOf(ctx), ctx);
+    if (!("event" in accepted)) {
+      write(ctx, accepted);
+      return;
+    }
+    ctx.state.webhookEvent = accepted.event;
+    try {
+      await next();
+    } catch (error) {
+      await accepted.settle(false);
+      throw error;
+    }
+    await accepted.settle(ctx.status < 500);
   };
+}
+
+function deliveryOf(ctx: KoaLikeContext): Delivery {
+  const parsed = ctx.request.body as { [UNPARSED]?: unknown } | undefined;
+  const raw = ctx.request.rawBody ?? (typeof parsed === "object" && parsed !== null ? parsed[UNPARSED] : undefined);
+  return {
+    method: ctx.req.method,
+    signature: ctx.req.headers[SIGNATURE_HEADER],
+    body: nodeBody(ctx.req, raw, "ctx.request.body", FIX),
+  };
+}
+
+function write(ctx: KoaLikeContext, answer: Answer): void {
+  ctx.status = answer.status;
+  for (const [name, value] of Object.entries(answer.headers)) ctx.set(name, value);
+  if (answer.close) ctx.set("connection", "close");
+  // An empty string, not null: Koa turns a null body into 204, or into the status text.
+  ctx.body = answer.body ?? "";
 }

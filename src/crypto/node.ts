@@ -38,11 +38,11 @@ export function nodeBackend(crypto: NodeCrypto, { Buffer }: NodeBuffer): HmacBac
       // Native hex decoding; safe because the caller checked the format strictly first.
       const expected = Buffer.from(signature, "hex");
       // constant-time comparison to prevent timing attacks on the digest
-      if (typeof secret === "string") return timingSafeEqual(hmac(secret, payload).digest(), expected);
-      for (const candidate of secret) {
-        if (timingSafeEqual(hmac(candidate, payload).digest(), expected)) return true;
+      if (typeof secret === "string") return timingSafeEqual(hmac(secret, payload).digest(), expected) ? 0 : -1;
+      for (let index = 0; index < secret.length; index++) {
+        if (timingSafeEqual(hmac(secret[index] as string, payload).digest(), expected)) return index;
       }
-      return false;
+      return -1;
     },
   };
 }

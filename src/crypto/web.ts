@@ -27,10 +27,11 @@ export function webBackend(subtle: SubtleCrypto): HmacBackend {
       const expected = Uint8Array.from(signature.match(/../g) as string[], (byte) => Number.parseInt(byte, 16));
       const data = dataOf(payload);
       // subtle.verify compares in constant time (WebCrypto spec, "verify" for HMAC).
-      for (const candidate of typeof secret === "string" ? [secret] : secret) {
-        if (await subtle.verify("HMAC", await keyFor(candidate), expected, data)) return true;
+      const candidates = typeof secret === "string" ? [secret] : secret;
+      for (let index = 0; index < candidates.length; index++) {
+        if (await subtle.verify("HMAC", await keyFor(candidates[index] as string), expected, data)) return index;
       }
-      return false;
+      return -1;
     },
   };
 }

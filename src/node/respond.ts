@@ -1,15 +1,15 @@
 import type { ServerResponse } from "node:http";
-import { errorResponse } from "../receiver.js";
+import type { Answer } from "../receiver.js";
 
-/** Writes the core's error answer with Node's own response API, so it serves any Node stack. */
-export function sendError(res: ServerResponse, error: unknown): void {
-  const answer = errorResponse(error);
+/** Writes the core's answer with Node's own response API, so it serves any Node stack. */
+export function sendAnswer(res: ServerResponse, answer: Answer): void {
   if (res.headersSent) {
-    res.destroy();
+    // Something else began answering: the only honest thing left is to cut the connection.
+    if (!res.writableEnded) res.destroy();
     return;
   }
   res.statusCode = answer.status;
   for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
   if (answer.close) res.setHeader("connection", "close");
-  res.end(answer.body);
+  res.end(answer.body ?? undefined);
 }

@@ -4,10 +4,11 @@ import { bodyAlreadyParsed, payloadTooLarge } from "../receiver.js";
 /**
  * Reads a fetch Request's raw body, at most `limit` bytes. Refuses at once when Content-Length
  * announces more; otherwise counts what the stream yields and cancels it at the first byte over
- * the limit, so a body without Content-Length (streamed) is never buffered past the limit.
+ * the limit, so a body without Content-Length (streamed) is never buffered past the limit. A body
+ * already read is `body_already_parsed`, with the adapter's own `fix` in the message.
  */
-export async function readRequestBody(request: Request, limit: number): Promise<Uint8Array> {
-  if (request.bodyUsed) throw bodyAlreadyParsed("the request body");
+export async function readRequestBody(request: Request, limit: number, fix: string): Promise<Uint8Array> {
+  if (request.bodyUsed) throw bodyAlreadyParsed("the request body", fix);
   // An absent Content-Length is Number(null), 0, which is never over the limit.
   if (Number(request.headers.get("content-length")) > limit) throw payloadTooLarge(limit);
   if (request.body === null) return new Uint8Array(0);

@@ -1,0 +1,103 @@
+/** What a store says when a delivery tries to claim its event id. */
+export type ClaimResult = "claimed" | "in_flight" | "done";
+
+/**
+ * Where a receiver remembers the event ids it has handled, so a repeated delivery runs the handler
+ * once. Three operations; each must be atomic for the id it names. {@link MemoryDedupeStore} and
+ * {@link RedisDedupeStore} implement it; a store of your own (a SQL table with a unique key, say)
+ * can too.
+ *
+ * @example
+ * ```ts
+ * const store: DedupeStore = new MemoryDedupeStore({ maxKeys: 50_000 });
+ * webhookHandler({ secret, dedupe: { store, ttl: 24 * 60 * 60 * 1000 }, onEvent });
+ * ```
+ */
+export interface DedupeStore {
+  /**
+   * Claims `id` for a delivery about to run the handler, for at most `lease` ms (so a crashed
+   * process cannot hold it for ever): `"claimed"` if it was free, `"in_flight"` if another
+   * delivery holds it, `"done"` if it was handled within its ttl.
+   */
+  claim(id: string, lease: number): ClaimResult | Promise<ClaimResult>;
+  /** Marks `id` handled; it stays `"done"` for `ttl` ms. */
+  complete(id: string, ttl: number): void | Promise<void>;
+  /** Frees this process's claim on `id` after the handler failed, so the sender's retry runs it. */
+  release(id: string): void | Promise<void>;
+}
+
+/** Options of {@link MemoryDedupeStore}. */
+export interface MemoryDedupeStoreOptions {
+  /** The most ids kept; past it the oldest is forgotten first. Default 100,000. */
+  maxKeys?: number;
+  /** The clock, in ms since the epoch; for tests. Default `Date.now`. */
+  now?: () => number;
+}
+
+const DONE = 0;
+
+/**
+ * The embedded dedupe store for one process: a Map of ids with expiry times, bounded by
+ * `maxKeys` (oldest evicted first) and swept as it is used, so memory cannot grow without limit.
+ * Instances that do not share memory (several processes or machines) need
+ * {@link RedisDedupeStore}.
+ *
+ * @example
+ * ```ts
+ * app.post("/webhooks", webhookMiddleware({ secret, dedupe: { store: new MemoryDedupeStore(), ttl: 86_400_000 }, onEvent }));
+ * ```
+ */
+export class MemoryDedupeStore implements DedupeStore {
+  // id → [state, expiresAt]; Map keeps insertion order, and every write re-inserts, so the first
+  // entry is always the one written longest ago.
+  readonly #ids = new Map<string, [typeof DONE | 1, number]>();
+  readonly #maxKeys: number;
+  readonly #now: () => number;
+
+  constructor(options: MemoryDedupeStoreOptions = {}) {
+    const { maxKeys = 100_000, now = Date.now } = options;
+    if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
+      throw new TypeError('flag-webhooks: option "maxKeys" must be a positive whole number');
+    }
+    this.#maxKeys = maxKeys;
+    this.#now = now;
+  }
+
+  /** The number of ids held now, expired ones not yet swept included. */
+  get size(): number {
+    return this.#ids.size;
+  }
+
+  claim(id: string, lease: number): ClaimResult {
+    const now = this.#now();
+    const held = this.#ids.get(id);
+    if (held && held[1] > now) return held[0] === DONE ? "done" : "in_flight";
+    this.#set(id, 1, now + lease);
+    return "claimed";
+  }
+
+  complete(id: string, ttl: number): void {
+    this.#set(id, DONE, this.#now() + ttl);
+  }
+
+  release(id: string): void {
+    if (this.#ids.get(id)?.[0] !== DONE) this.#ids.delete(id);
+  }
+
+  #set(id: string, state: typeof DONE | 1, expiresAt: number): void {
+    this.#ids.delete(id);
+    this.#ids.set(id, [state, expiresAt]);
+    // Sweep a few of the oldest entries on each write: expired ones go, and past maxKeys the
+    // oldest goes whether expired or not. Amortised O(1), no timer keeping the process alive.
+    const now = this.#now();
+    let swept = 0;
+    for (const [oldest, [, expires]] of this.#ids) {
+      if (this.#ids.size > this.#maxKeys || (expires <= now && swept < 4)) {
+        this.#ids.delete(oldest);
+        swept++;
+      } else {
+        break;
+      }
+    }
+  }
+}
