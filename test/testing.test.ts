@@ -1,6 +1,9 @@
 import { createHmac } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
+import { resolve } from "node:path";
+import { build } from "esbuild";
 import express from "express";
+import { Miniflare } from "miniflare";
 import supertest from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { webhookMiddleware } from "../src/adapters/express.js";
@@ -8,6 +11,8 @@ import { webhookHandler } from "../src/adapters/fetch.js";
 import { parseEvent, type WebhookEvent, type WebhookEventType } from "../src/index.js";
 import { createEvent, signedDelivery, signedRequest } from "../src/testing/index.js";
 import { close, listen } from "./http.js";
+
+const root = resolve(import.meta.dirname, "..");
 
 // flag-webhooks/testing, used as a receiver's test suite would use it: real Express over real
 // HTTP with supertest, real Request objects into the real fetch handler.
@@ -239,5 +244,51 @@ describe("signedRequest", () => {
     const handler = webhookHandler({ secret: "other-secret", onEvent: () => undefined });
     const response = await handler(await signedRequest({ secret, event: createEvent("flag.updated") }));
     expect([response.status, (await response.json()).error.code]).toEqual([401, "invalid_signature"]);
+  });
+});
+
+describe("on a runtime without Node built-ins (workerd, no compatibility flags)", () => {
+  // A worker bundled from the kit and the fetch adapter: no node:* import and no Buffer may be
+  // needed anywhere, or it fails to load or to run.
+  const worker = `
+    import { createEvent, signedDelivery, signedRequest } from "./src/testing/index.ts";
+    import { webhookHandler } from "./src/adapters/fetch.ts";
+    export default {
+      async fetch() {
+        const event = createEvent("flag.updated", { environment: "edge" });
+        const handler = webhookHandler({ secret: "edge-secret", onEvent: () => undefined });
+        const status = (await handler(await signedRequest({ secret: "edge-secret", event }))).status;
+        const delivery = await signedDelivery({ secret: "edge-secret", event });
+        return Response.json({ status, event, delivery });
+      },
+    };`;
+
+  it("creates, signs and delivers an event to the fetch handler", async () => {
+    const bundle = await build({
+      stdin: { contents: worker, resolveDir: root, loader: "ts" },
+      bundle: true,
+      format: "esm",
+      platform: "neutral",
+      write: false,
+      logLevel: "silent",
+    });
+    const script = (bundle.outputFiles[0] as { text: string }).text;
+    expect(script).not.toMatch(/from\s*["']node:/);
+    const mf = new Miniflare({ modules: true, script, compatibilityDate: "2024-09-23" });
+    try {
+      const result = await (await mf.dispatchFetch("http://localhost/")).json();
+      expect(result.status).toBe(204);
+      expect(result.event).toMatchObject({
+        type: "flag.updated",
+        environment: "edge",
+        id: expect.stringMatching(/^evt_/),
+      });
+      expect(result.delivery.body).toBe(JSON.stringify(result.event));
+      expect(result.delivery.headers["service-signature"]).toBe(
+        createHmac("sha256", "edge-secret").update(result.delivery.body).digest("hex"),
+      );
+    } finally {
+      await mf.dispose();
+    }
   });
 });
