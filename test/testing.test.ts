@@ -276,7 +276,7 @@ describe("on a runtime without Node built-ins (workerd, no compatibility flags)"
     expect(script).not.toMatch(/from\s*["']node:/);
     const mf = new Miniflare({ modules: true, script, compatibilityDate: "2024-09-23" });
     try {
-      const result = await (await mf.dispatchFetch("http://localhost/")).json();
+      const result = (await (await mf.dispatchFetch("http://localhost/")).json()) as any;
       expect(result.status).toBe(204);
       expect(result.event).toMatchObject({
         type: "flag.updated",
