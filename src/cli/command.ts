@@ -32,6 +32,7 @@ export interface Command {
   usage: string;
   /** A paragraph for the command's own help. */
   description?: string;
+  /** Parsed with node:util parseArgs and listed in the help. `help` (`-h`) is added by main.ts: don't use it. */
   options: Record<string, CommandOption>;
   examples?: string[];
   /** Does the work and resolves the exit code. */

@@ -11,7 +11,11 @@ export type Io = Omit<CommandArgs, "values" | "positionals">;
  * Runs `flag-webhooks <argv>` and resolves the exit code: 0 success, 1 the work failed, 2 a
  * usage mistake. Errors are one line on stderr, never a stack, and never contain the secret.
  */
-export async function main(argv: readonly string[], io: Io, commands: readonly Command[] = defaultCommands) {
+export async function main(
+  argv: readonly string[],
+  io: Io,
+  commands: readonly Command[] = defaultCommands,
+): Promise<number> {
   let command: Command | undefined;
   try {
     const [first, ...rest] = argv;
