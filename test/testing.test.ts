@@ -8,7 +8,7 @@ import supertest from "supertest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { webhookMiddleware } from "../src/adapters/express.js";
 import { webhookHandler } from "../src/adapters/fetch.js";
-import { parseEvent, type WebhookEvent, type WebhookEventType } from "../src/index.js";
+import { MemoryDedupeStore, parseEvent, type WebhookEvent, type WebhookEventType } from "../src/index.js";
 import { createEvent, signedDelivery, signedRequest } from "../src/testing/index.js";
 import { close, listen } from "./http.js";
 
@@ -244,6 +244,29 @@ describe("signedRequest", () => {
     const handler = webhookHandler({ secret: "other-secret", onEvent: () => undefined });
     const response = await handler(await signedRequest({ secret, event: createEvent("flag.updated") }));
     expect([response.status, (await response.json()).error.code]).toEqual([401, "invalid_signature"]);
+  });
+});
+
+describe("kit events with the delivery guarantees", () => {
+  it("pass a receiver with maxAge and dedupe, and a second copy is absorbed as a duplicate", async () => {
+    const seen: string[] = [];
+    const handler = webhookHandler({
+      secret: "kit-secret",
+      maxAge: "1m",
+      dedupe: { store: new MemoryDedupeStore(), ttl: "2m" },
+      onEvent: (event) => void seen.push(event.id),
+    });
+    const event = createEvent("flag.updated");
+    const first = await handler(await signedRequest({ secret: "kit-secret", event }));
+    const copy = await handler(await signedRequest({ secret: "kit-secret", event }));
+    const other = await handler(await signedRequest({ secret: "kit-secret", event: createEvent("flag.updated") }));
+    expect([first.status, copy.status, copy.headers.get("webhook-duplicate"), other.status]).toEqual([
+      204,
+      204,
+      "true",
+      204,
+    ]);
+    expect(seen).toEqual([event.id, expect.not.stringMatching(event.id)]);
   });
 });
 
