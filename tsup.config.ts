@@ -1,3 +1,4 @@
+import { cpSync } from "node:fs";
 import { defineConfig } from "tsup";
 
 export default defineConfig({
@@ -6,6 +7,7 @@ export default defineConfig({
     express: "src/adapters/express.ts",
     koa: "src/adapters/koa.ts",
     fetch: "src/adapters/fetch.ts",
+    emulator: "src/emulator/index.ts",
   },
   format: ["esm", "cjs"],
   dts: true,
@@ -16,4 +18,8 @@ export default defineConfig({
   target: "es2022",
   platform: "neutral",
   sourcemap: false,
+  // The emulator's page is static files served as they are: no build step, shipped beside the bundles.
+  onSuccess: async () => {
+    cpSync("src/emulator/page", "dist/emulator-page", { recursive: true });
+  },
 });

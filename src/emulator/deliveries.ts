@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { SIGNATURE_HEADER, sign } from "../index.js";
+import { SIGNATURE_HEADER, sign } from "../signature.js";
 import type { StoredWebhook } from "./store.js";
 
 /**

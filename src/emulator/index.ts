@@ -2,7 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Actor } from "../index.js";
+import type { Actor } from "../events.js";
 import { ApiError } from "./api-error.js";
 import { type Delivery, type RetryPolicy, Sender } from "./deliveries.js";
 import { readJson, sendError, sendJson, sendNoContent } from "./http.js";

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { Actor } from "../index.js";
+import type { Actor } from "../events.js";
 import { ApiError } from "./api-error.js";
 
 /** A flag's state in one environment (spec section 2, "Environment state"). */
