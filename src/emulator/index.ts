@@ -213,7 +213,8 @@ class EmulatorServer implements Emulator {
   }
 
   private authorize(header: string | undefined): void {
-    const match = /^Bearer (.+)$/.exec(header ?? "");
+    // The scheme is case-insensitive (RFC 9110 section 11.1).
+    const match = /^Bearer +(\S+)$/i.exec(header ?? "");
     // Compared as digests, in constant time, so neither the token's length nor its prefix leaks.
     const digest = (value: string) => createHash("sha256").update(value).digest();
     if (!match?.[1] || !timingSafeEqual(digest(match[1]), digest(this.token))) {
