@@ -145,12 +145,13 @@ export class Sender {
     return delivery;
   }
 
-  /** Picks up a delivery loaded from the state file: pending ones are sent again. */
+  /**
+   * Picks up a delivery loaded from the state file. A pending one gets its next attempt at once:
+   * its schedule was made by an emulator that is gone, and the app may be waiting for it.
+   */
   restore(delivery: Delivery): void {
     this.deliveries.set(delivery.id, delivery);
-    if (delivery.state !== "pending") return;
-    const due = delivery.nextAttemptAt ? Date.parse(delivery.nextAttemptAt) - this.now().getTime() : 0;
-    this.schedule(delivery, Math.max(0, due));
+    if (delivery.state === "pending") this.schedule(delivery, 0);
   }
 
   private schedule(delivery: Delivery, delayMs: number): void {

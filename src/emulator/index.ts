@@ -115,7 +115,8 @@ class EmulatorServer implements Emulator {
   private readonly streams = new Set<ServerResponse>();
   private readonly keepAlive: NodeJS.Timeout;
   private readonly environments: string[];
-  private saveScheduled = false;
+  private saveScheduled: NodeJS.Immediate | undefined;
+  private closed = false;
 
   constructor(private readonly options: EmulatorOptions) {
     const environments = options.environments ?? DEFAULT_ENVIRONMENTS;
@@ -175,9 +176,12 @@ class EmulatorServer implements Emulator {
   }
 
   async close(): Promise<void> {
+    if (this.closed) return;
     clearInterval(this.keepAlive);
     this.sender.close();
     this.flush();
+    this.closed = true;
+    clearImmediate(this.saveScheduled);
     for (const stream of this.streams) stream.end();
     this.streams.clear();
     this.server.closeAllConnections();
@@ -414,15 +418,21 @@ class EmulatorServer implements Emulator {
 
   /** Writes the state file soon; many changes in one tick are one write. */
   private save(): void {
-    if (!this.options.stateFile || this.saveScheduled) return;
-    this.saveScheduled = true;
-    setImmediate(() => this.flush());
+    if (!this.options.stateFile || this.saveScheduled || this.closed) return;
+    this.saveScheduled = setImmediate(() => {
+      try {
+        this.flush();
+      } catch (error) {
+        // A full disk must not stop the emulator; the next change tries again.
+        process.emitWarning(`flag-webhooks/emulator: could not save ${this.options.stateFile}: ${String(error)}`);
+      }
+    });
   }
 
   private flush(): void {
     const file = this.options.stateFile;
-    if (!file) return;
-    this.saveScheduled = false;
+    if (!file || this.closed) return;
+    this.saveScheduled = undefined;
     const state: SavedState = {
       version: 1,
       token: this.token,
