@@ -110,7 +110,7 @@ describe("deliveries (spec section 6)", () => {
       ],
     ]);
     expect(data.map((d) => d.flag)).toEqual(["new-checkout", "new-checkout", "new-checkout"]);
-    expect(data[1]?.comment).toBe("first step");
+    expect((data[1] as Record<string, unknown> | undefined)?.comment).toBe("first step");
   });
 
   it("sends nothing for an update that changes nothing, or a refused one", async () => {
