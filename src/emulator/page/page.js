@@ -27,7 +27,7 @@ function h(tag, attributes = {}, ...children) {
     else if (name === "checked" || name === "value" || name === "open") element[name] = value;
     else element.setAttribute(name, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Number.POSITIVE_INFINITY)) {
     if (child === undefined || child === null || child === false) continue;
     element.append(child instanceof Node ? child : String(child));
   }
