@@ -155,6 +155,22 @@ describe.skipIf(!available)("the emulator's page in chromium", () => {
     );
   });
 
+  it("labels every control, so it can be found and used without a mouse", async () => {
+    const unlabelled = await page.evaluate(() =>
+      [...document.querySelectorAll("input, select, textarea, button")]
+        .filter((control) => {
+          const label =
+            control.getAttribute("aria-label") ||
+            control.closest("label")?.textContent?.trim() ||
+            (control.tagName === "BUTTON" ? control.textContent?.trim() : "");
+          return !label;
+        })
+        .map((control) => control.outerHTML),
+    );
+    expect(unlabelled).toEqual([]);
+    expect(await page.locator("[tabindex]").count()).toBe(0); // native focus order only
+  });
+
   it("registers a webhook from the page and shows its secret once", async () => {
     await page.getByLabel("URL", { exact: true }).fill("http://localhost:3999/webhooks");
     await page.getByRole("button", { name: "Register webhook" }).click();
