@@ -405,8 +405,15 @@ class EmulatorServer implements Emulator {
   private load(): SavedState | undefined {
     const file = this.options.stateFile;
     if (!file || !existsSync(file)) return undefined;
-    const saved = JSON.parse(readFileSync(file, "utf8")) as SavedState;
-    if (saved.version !== 1) throw new Error(`flag-webhooks/emulator: ${file} is not a state file of this version`);
+    let saved: SavedState;
+    try {
+      saved = JSON.parse(readFileSync(file, "utf8")) as SavedState;
+    } catch (cause) {
+      throw new Error(`flag-webhooks/emulator: cannot read the state file ${file}`, { cause });
+    }
+    if (saved?.version !== 1 || !Array.isArray(saved.projects) || !Array.isArray(saved.deliveries)) {
+      throw new Error(`flag-webhooks/emulator: ${file} is not a state file of this version`);
+    }
     this.store.seq = saved.seq;
     for (const p of saved.projects) {
       const project = this.store.project(p.id);

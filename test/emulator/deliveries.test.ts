@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -344,6 +344,16 @@ describe("redelivery and tampered copies", () => {
 });
 
 describe("options", () => {
+  it("refuses a state file it cannot read, naming it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "emulator-state-"));
+    cleanup.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const stateFile = join(dir, "state.json");
+    writeFileSync(stateFile, "{ not json");
+    await expect(createEmulator({ stateFile })).rejects.toThrow(`cannot read the state file ${stateFile}`);
+    writeFileSync(stateFile, '{ "version": 2 }');
+    await expect(createEmulator({ stateFile })).rejects.toThrow("is not a state file of this version");
+  });
+
   it("reports every change of a delivery to onDelivery", async () => {
     const seen: Delivery["state"][] = [];
     const { emulator } = await setup({ onDelivery: (d) => seen.push(d.state) }, (n) => (n === 1 ? 500 : 204), {
