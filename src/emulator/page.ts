@@ -20,7 +20,7 @@ function pageRoot(): string {
   if (root) return root;
   // CommonJS has __dirname; an ES module has import.meta.url (which the CommonJS build leaves empty).
   const here = typeof __dirname === "string" ? __dirname : dirname(fileURLToPath(import.meta.url));
-  const candidates = [join(here, "emulator-page"), join(here, "page"), join(here, "../emulator/page")];
+  const candidates = [join(here, "emulator-page"), join(here, "../emulator-page"), join(here, "page")];
   const found = candidates.find((dir) => existsSync(join(dir, "index.html")));
   if (!found)
     throw new Error(`flag-webhooks/emulator: the page's files are missing (looked in ${candidates.join(", ")})`);

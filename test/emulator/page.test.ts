@@ -131,6 +131,24 @@ describe.skipIf(!available)("the emulator's page in chromium", () => {
     expect(handled.filter((e) => e.type === "flag.updated").length).toBe(1);
   });
 
+  it("copies a delivery as a curl command that sends the same bytes and signature", async () => {
+    const delivery = page.locator('li[data-kind="event"]', { hasText: "flag.updated" }).last();
+    const sent = emulator.deliveries().find((d) => d.kind === "event" && d.event.type === "flag.updated");
+    // Opened by the first test already; a click on its summary would close it.
+    if ((await delivery.locator("details").getAttribute("open")) === null) await delivery.locator("summary").click();
+    await delivery.getByRole("button", { name: "Copy as curl" }).click();
+    const curl = delivery.getByLabel("curl command for this delivery");
+    await expect.poll(() => curl.isVisible()).toBe(true);
+    const command = await curl.inputValue();
+    expect(command.split(" \\\n").map((part) => part.trim())).toEqual([
+      `curl -X POST '${sent?.url}'`,
+      "-H 'content-type: application/json'",
+      `-H 'service-signature: ${sent?.request.headers["service-signature"]}'`,
+      "-H 'user-agent: flag-webhooks-emulator'",
+      `--data-raw '${sent?.request.body}'`,
+    ]);
+  });
+
   it("turns a flag on from the page with the keyboard, and a delivery follows", async () => {
     const toggle = switchOf("new-checkout", "staging");
     await toggle.focus();
@@ -190,6 +208,10 @@ describe.skipIf(!available)("the emulator's page in chromium", () => {
       body: { environment: "staging", rollout: { percent: 50 } },
     });
     await expect.poll(() => page.locator("#deliveries > li").count()).toBeGreaterThanOrEqual(8);
+    await page.locator("#toast").evaluate((toast) => {
+      toast.style.transition = "none";
+      toast.classList.remove("shown");
+    }); // a passing notice, not page content
     mkdirSync(results, { recursive: true });
     await page.screenshot({ path: resolve(results, "emulator-page.png"), fullPage: true });
     expect(problems).toEqual([]);
