@@ -1,4 +1,5 @@
 import { createEmulator, type Delivery } from "../emulator/index.js";
+import { isLoopbackHost } from "../emulator/validate.js";
 import { type Command, UsageError } from "./command.js";
 
 /** The environment variable `dev` reads its API token from when `--token` is not given. */
@@ -116,6 +117,12 @@ export const devCommand: Command = {
       throw error;
     }
 
+    const host = String(values.host ?? "127.0.0.1");
+    if (!isLoopbackHost(host)) {
+      stderr.write(
+        `flag-webhooks dev: listening on ${host}: anyone who can reach it can use the API and see the page\n`,
+      );
+    }
     stdout.write(
       [
         "flag-webhooks emulator",
