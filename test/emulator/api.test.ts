@@ -52,6 +52,17 @@ describe("createEmulator", () => {
     await expect(createEmulator({ token: "short" })).rejects.toThrow(/option "token"/);
   });
 
+  it("has the documented default retry policy", async () => {
+    const other = await createEmulator();
+    try {
+      const { json } = await call(other, "GET", "/_emulator/state");
+      expect(json.retry).toEqual({ attempts: 5, initialDelayMs: 1000, maxDelayMs: 60_000, timeoutMs: 10_000 });
+      expect(json.environments).toEqual(["production", "staging", "development"]);
+    } finally {
+      await other.close();
+    }
+  });
+
   it("uses the environments it is given", async () => {
     const other = await createEmulator({ environments: ["prod", "dev"], token: "a-fixed-token" });
     try {
