@@ -41,6 +41,15 @@ function line(delivery: Delivery): string | undefined {
  * `flag-webhooks dev`: runs the feature-flag service's emulator on this machine (see
  * `flag-webhooks/emulator`), prints its base URL and API token, and with `--forward` registers a
  * webhook for the app's URL and prints its secret, once. Resolves when SIGINT or SIGTERM stops it.
+ *
+ * @example
+ * ```sh
+ * flag-webhooks dev --forward http://localhost:3000/webhooks
+ * # then, with the printed token:
+ * curl -X PATCH http://127.0.0.1:4000/v2/projects/default/flags/new-checkout \
+ *   -H "authorization: Bearer $TOKEN" -H "content-type: application/json" \
+ *   -d '{"environment":"production","on":true}'
+ * ```
  */
 export const devCommand: Command = {
   name: "dev",
