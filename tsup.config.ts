@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { cpSync, readFileSync } from "node:fs";
 import { defineConfig } from "tsup";
 
 const { version } = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")) as { version: string };
@@ -11,6 +11,7 @@ export default defineConfig([
       koa: "src/adapters/koa.ts",
       fetch: "src/adapters/fetch.ts",
       testing: "src/testing/index.ts",
+      emulator: "src/emulator/index.ts",
     },
     format: ["esm", "cjs"],
     dts: true,
@@ -22,6 +23,10 @@ export default defineConfig([
     target: "es2022",
     platform: "neutral",
     sourcemap: false,
+    // The emulator's page is static files served as they are: no build step, shipped beside the bundles.
+    onSuccess: async () => {
+      cpSync("src/emulator/page", "dist/emulator-page", { recursive: true });
+    },
   },
   {
     // The `flag-webhooks` command (package.json "bin"): one self-contained ES module for Node,

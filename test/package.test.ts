@@ -111,6 +111,11 @@ describe("the packed package", () => {
       });
     });
 
+    it("starts the emulator and serves its page from the package, through import and require", () => {
+      const served = { page: true, assets: [200, 200], created: 201 };
+      expect(run(bin, ["emulator.mjs"])).toEqual({ import: served, require: served });
+    });
+
     it("runs the core with no global Buffer and no Node built-ins, on Web Crypto", () => {
       const result = run(bin, ["no-builtins.mjs", args]);
       expect(result).toEqual({ signed: true, verified: true, rejected: true, type: "flag.updated", webCryptoCalls: 2 }); // the malformed signature is refused before any HMAC

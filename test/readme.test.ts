@@ -11,6 +11,7 @@ const entries = [
   "src/adapters/koa.ts",
   "src/adapters/fetch.ts",
   "src/testing/index.ts",
+  "src/emulator/index.ts",
 ];
 
 /** Names an entry exports, values and types, read from its source. */

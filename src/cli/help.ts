@@ -23,9 +23,10 @@ export function commandHelp(command: Command): string {
 /** The top-level help: what the tool is for, every command from the table, and where the secret comes from. */
 export function topHelp(commands: readonly Command[]): string {
   const lines = [
-    "Send, sign and verify webhook deliveries of the feature-flag service, to test a receiver while",
-    "you build it. Deliveries are signed as the service signs them (Service-Signature: the lowercase",
-    "hex HMAC-SHA256 of the body, keyed with the endpoint secret).",
+    "Send, sign and verify webhook deliveries of the feature-flag service, or run the whole service",
+    "on your machine, to test a receiver while you build it. Deliveries are signed as the service",
+    "signs them (Service-Signature: the lowercase hex HMAC-SHA256 of the body, keyed with the",
+    "endpoint secret).",
     "",
     "Usage:",
     "  flag-webhooks <command> [options]",

@@ -19,3 +19,7 @@ import { webhookMiddleware as koa, type WebhookState } from "flag-webhooks/koa";
 
 export const handlers = [express({ secret: "s" }), koa({ secret: "s" }), webhookHandler({ secret: "s", onEvent() {} })];
 export type State = WebhookState;
+
+import { createEmulator, type Delivery } from "flag-webhooks/emulator";
+
+export const deliveries: Promise<Delivery[]> = createEmulator().then((emulator) => emulator.deliveries());

@@ -12,3 +12,7 @@ import { verifyRequest } from "flag-webhooks/fetch";
 export const middleware = webhookMiddleware({ secret: ["a", "b"], limit: "1mb" });
 export const verified: (request: Request) => Promise<WebhookEvent> = (request) =>
   verifyRequest(request, { secret: "s" });
+
+import { createEmulator, type Emulator } from "flag-webhooks/emulator";
+
+export const emulator: Promise<Emulator> = createEmulator({ retry: { initialDelayMs: 10 } });

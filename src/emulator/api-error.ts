@@ -1,0 +1,12 @@
+/** An error the emulated API answers with `{ "error": { "code", "message" } }` (spec section 7). */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}

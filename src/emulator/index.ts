@@ -1,0 +1,466 @@
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Actor } from "../events.js";
+import { ApiError } from "./api-error.js";
+import { type Delivery, type RetryPolicy, Sender } from "./deliveries.js";
+import { readJson, sendError, sendJson, sendNoContent } from "./http.js";
+import { servePage } from "./page.js";
+import { EVENT_TYPES, type Flag, type Happening, Store, type StoredFlag, type StoredWebhook } from "./store.js";
+import {
+  createFlagInput,
+  createWebhookInput,
+  encodeCursor,
+  invalid,
+  isLoopbackHost,
+  listQuery,
+  onlyFields,
+  rolloutPercent,
+  updateFlagInput,
+} from "./validate.js";
+
+export type { Delivery, DeliveryAttempt, RetryPolicy } from "./deliveries.js";
+export type { EnvironmentState, Flag } from "./store.js";
+
+/** Options of {@link createEmulator}; all optional. */
+export interface EmulatorOptions {
+  /** TCP port; 0 (the default) picks a free one. */
+  port?: number;
+  /** Interface to listen on. Default `127.0.0.1` (loopback only). */
+  host?: string;
+  /** The API token to accept as `Authorization: Bearer <token>`. Default: a random one (or the state file's). */
+  token?: string;
+  /** Environment keys of every project. Default `["production", "staging", "development"]`. */
+  environments?: string[];
+  /** Environments where an update must carry a `comment` (spec section 4). Default none. */
+  protectedEnvironments?: string[];
+  /** The emulator's retry policy for deliveries; see {@link RetryPolicy}. */
+  retry?: RetryPolicy;
+  /** Who changes flags through the API, as `data.actor` of `flag.updated`. Default `{ type: "user", email: "developer@example.com" }`. */
+  actor?: Actor;
+  /** A flag that is not permanent and unchanged for this many days is stale. Default 30. */
+  staleAfterDays?: number;
+  /** Keep projects, flags, webhooks, the token and deliveries in this JSON file across restarts. Default: memory only. */
+  stateFile?: string;
+  /** Called on every change of a delivery (created, attempted, finished, cancelled), e.g. to log it. */
+  onDelivery?: (delivery: Delivery) => void;
+  /** The clock, for tests of createdAt and staleness. Default `() => new Date()`. */
+  now?: () => Date;
+}
+
+/** A running emulator; see {@link createEmulator}. */
+export interface Emulator {
+  /** The API's base URL, ending in `/v2`, e.g. `http://127.0.0.1:4000/v2`. */
+  readonly url: string;
+  /** The page's URL (the server's root). */
+  readonly pageUrl: string;
+  /** The token to send as `Authorization: Bearer <token>`. */
+  readonly token: string;
+  /** Every delivery so far, oldest first, with its attempts. */
+  deliveries(): Delivery[];
+  /** Resolves once no delivery is pending: each one succeeded, failed all its attempts, or was cancelled. */
+  settled(): Promise<void>;
+  /** Stops the server and every delivery in progress (saving the state file first, when there is one). */
+  close(): Promise<void>;
+}
+
+const DEFAULT_ENVIRONMENTS = ["production", "staging", "development"];
+const PROJECT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+
+/**
+ * Starts the feature-flag service's emulator in-process: the `/v2` API of the interface
+ * document (flags and webhooks), real signed deliveries of every change to the registered
+ * webhooks with retries, and a page at the root to watch them. For end-to-end tests of an app
+ * that receives webhooks, and behind `flag-webhooks dev`.
+ *
+ * @example
+ * ```ts
+ * import { createEmulator } from "flag-webhooks/emulator";
+ *
+ * const emulator = await createEmulator({ retry: { initialDelayMs: 10 } });
+ * const api = (path: string, body: unknown) =>
+ *   fetch(`${emulator.url}${path}`, {
+ *     method: "POST",
+ *     headers: { authorization: `Bearer ${emulator.token}`, "content-type": "application/json" },
+ *     body: JSON.stringify(body),
+ *   }).then((res) => res.json());
+ * const { secret } = await api("/projects/shop/webhooks", { url: "http://127.0.0.1:3000/webhooks", events: ["flag.created"] });
+ * await api("/projects/shop/flags", { key: "new-checkout", type: "boolean" });
+ * await emulator.settled();
+ * await emulator.close();
+ * ```
+ */
+export async function createEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
+  const emulator = new EmulatorServer(options);
+  await emulator.listen();
+  return emulator;
+}
+
+interface SavedState {
+  version: 1;
+  token: string;
+  seq: number;
+  projects: { id: string; flags: StoredFlag[]; webhooks: StoredWebhook[] }[];
+  deliveries: Delivery[];
+}
+
+class EmulatorServer implements Emulator {
+  url = "";
+  pageUrl = "";
+  readonly token: string;
+  private readonly store: Store;
+  private readonly sender: Sender;
+  private readonly server: Server;
+  private readonly streams = new Set<ServerResponse>();
+  private readonly keepAlive: NodeJS.Timeout;
+  private readonly environments: string[];
+  private saveScheduled: NodeJS.Immediate | undefined;
+  private closed = false;
+
+  constructor(private readonly options: EmulatorOptions) {
+    const environments = options.environments ?? DEFAULT_ENVIRONMENTS;
+    if (!Array.isArray(environments) || environments.length === 0 || !environments.every((e) => PROJECT.test(e))) {
+      throw new TypeError('flag-webhooks/emulator: option "environments" must be a non-empty list of keys');
+    }
+    if (options.token !== undefined && (typeof options.token !== "string" || options.token.length < 8)) {
+      throw new TypeError('flag-webhooks/emulator: option "token" must be a string of at least 8 characters');
+    }
+    this.environments = [...environments];
+    const now = options.now ?? (() => new Date());
+    this.store = new Store(
+      {
+        environments: this.environments,
+        protectedEnvironments: options.protectedEnvironments ?? [],
+        actor: options.actor ?? { type: "user", email: "developer@example.com" },
+        staleAfterDays: options.staleAfterDays ?? 30,
+        now,
+      },
+      (happenings) => this.dispatch(happenings),
+    );
+    this.sender = new Sender(options.retry ?? {}, (delivery) => this.deliveryChanged(delivery), now);
+    const saved = this.load();
+    this.token = options.token ?? saved?.token ?? `fwe_${randomBytes(18).toString("base64url")}`;
+    if (saved) for (const delivery of saved.deliveries) this.sender.restore(delivery);
+    this.server = createServer((req, res) => {
+      this.handle(req, res).catch((error) => sendError(res, error));
+    });
+    this.keepAlive = setInterval(() => {
+      for (const stream of this.streams) stream.write(": keep-alive\n\n");
+    }, 15_000);
+    this.keepAlive.unref();
+  }
+
+  async listen(): Promise<void> {
+    const host = this.options.host ?? "127.0.0.1";
+    await new Promise<void>((resolve, reject) => {
+      this.server.once("error", reject);
+      this.server.listen(this.options.port ?? 0, host, () => {
+        this.server.off("error", reject);
+        resolve();
+      });
+    });
+    const { port } = this.server.address() as AddressInfo;
+    const shown = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
+    this.pageUrl = `http://${shown}:${port}/`;
+    this.url = `http://${shown}:${port}/v2`;
+    this.save();
+  }
+
+  deliveries(): Delivery[] {
+    return structuredClone([...this.sender.deliveries.values()]);
+  }
+
+  settled(): Promise<void> {
+    return this.sender.settled();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    clearInterval(this.keepAlive);
+    this.sender.close();
+    this.flush();
+    this.closed = true;
+    clearImmediate(this.saveScheduled);
+    for (const stream of this.streams) stream.end();
+    this.streams.clear();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  // ---- requests
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://emulator.invalid");
+    // DNS rebinding guard: a web page on another origin resolving its name to 127.0.0.1 must not reach the API or the page.
+    const hostname = (req.headers.host ?? "").replace(/:\d+$/, "").toLowerCase();
+    if (isLoopbackHost(this.options.host ?? "127.0.0.1") && !isLoopbackHost(hostname)) {
+      throw new ApiError(403, "forbidden", "the emulator answers only requests addressed to localhost or 127.0.0.1");
+    }
+    const path = url.pathname;
+    if (path === "/v2" || path.startsWith("/v2/")) {
+      this.authorize(req.headers.authorization);
+      return this.api(req, res, path.slice(3), url.searchParams);
+    }
+    if (path.startsWith("/_emulator/")) {
+      if (path === "/_emulator/events" && req.method === "GET") {
+        this.authorize(`Bearer ${url.searchParams.get("token") ?? ""}`);
+        return this.openStream(req, res);
+      }
+      this.authorize(req.headers.authorization);
+      return this.emulatorApi(req, res, path.slice("/_emulator".length));
+    }
+    if (req.method === "GET" || req.method === "HEAD") {
+      if (servePage(path, res, { token: this.token, url: this.url })) return;
+    }
+    throw new ApiError(404, "not_found", `nothing at ${req.method} ${path}`);
+  }
+
+  private authorize(header: string | undefined): void {
+    // The scheme is case-insensitive (RFC 9110 section 11.1).
+    const match = /^Bearer +(\S+)$/i.exec(header ?? "");
+    // Compared as digests, in constant time, so neither the token's length nor its prefix leaks.
+    const digest = (value: string) => createHash("sha256").update(value).digest();
+    if (!match?.[1] || !timingSafeEqual(digest(match[1]), digest(this.token))) {
+      throw new ApiError(
+        401,
+        "unauthorized",
+        "the API token is missing or invalid (send Authorization: Bearer <token>)",
+        {
+          "www-authenticate": 'Bearer realm="flag-webhooks emulator"',
+        },
+      );
+    }
+  }
+
+  private async api(req: IncomingMessage, res: ServerResponse, path: string, search: URLSearchParams): Promise<void> {
+    const route = /^\/projects\/([^/]+)\/(flags|webhooks)(?:\/([^/]+))?$/.exec(path);
+    if (!route) throw new ApiError(404, "not_found", `no endpoint at ${path || "/"}`);
+    const project = segment(route[1] as string, "project");
+    if (!PROJECT.test(project)) {
+      throw invalid(
+        "project must be 1-100 letters, digits, dots, dashes or underscores, starting with a letter or digit",
+      );
+    }
+    const collection = route[2];
+    const id = route[3] === undefined ? undefined : segment(route[3], collection === "flags" ? "key" : "id");
+    const method = req.method ?? "GET";
+    const allow = (methods: string) =>
+      new ApiError(405, "method_not_allowed", `${method} is not allowed here (allowed: ${methods})`, {
+        allow: methods,
+      });
+
+    if (collection === "flags" && id === undefined) {
+      if (method === "GET") {
+        const query = listQuery(search);
+        const page = this.store.list(project, query);
+        return sendJson(res, 200, { data: page.flags, ...(page.next ? { next: encodeCursor(page.next) } : {}) });
+      }
+      if (method === "POST") {
+        const input = createFlagInput(await readJson(req));
+        return sendJson(res, 201, this.store.create(project, input));
+      }
+      throw allow("GET, POST");
+    }
+    if (collection === "flags" && id !== undefined) {
+      if (method === "PATCH") {
+        const body = await readJson(req);
+        this.store.find(project, id);
+        return sendJson(res, 200, this.store.update(project, id, updateFlagInput(body)));
+      }
+      if (method === "DELETE") {
+        this.store.delete(project, id);
+        return sendNoContent(res);
+      }
+      throw allow("PATCH, DELETE");
+    }
+    if (id === undefined) {
+      if (method === "POST") {
+        const input = createWebhookInput(await readJson(req), this.environments);
+        const webhook = this.store.addWebhook(project, input);
+        this.stateChanged();
+        // Spec section 2: the secret is returned here and never again.
+        const { createdAt: _, ...created } = webhook;
+        return sendJson(res, 201, created);
+      }
+      throw allow("POST");
+    }
+    if (method === "DELETE") {
+      const webhook = this.store.removeWebhook(project, id);
+      this.sender.cancel(webhook.id);
+      this.stateChanged();
+      return sendNoContent(res);
+    }
+    throw allow("DELETE");
+  }
+
+  /** Endpoints of the emulator itself (not the service's): state for the page, rollout events, redelivery. */
+  private async emulatorApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    const method = req.method ?? "GET";
+    if (path === "/state" && method === "GET") return sendJson(res, 200, this.snapshot());
+    const rollout = /^\/projects\/([^/]+)\/flags\/([^/]+)\/(rollout-step|guard-triggered)$/.exec(path);
+    if (rollout && method === "POST") {
+      const project = segment(rollout[1] as string, "project");
+      const key = segment(rollout[2] as string, "key");
+      const body = await readJson(req);
+      this.store.find(project, key);
+      const environment = body.environment;
+      if (typeof environment !== "string") throw invalid("environment is required and must be a string");
+      if (rollout[3] === "rollout-step") {
+        onlyFields(body, ["environment", "percent"]);
+        const percent = rolloutPercent(body.percent, "percent");
+        return sendJson(res, 200, this.store.rolloutStep(project, key, environment, percent));
+      }
+      onlyFields(body, ["environment", "action"]);
+      if (body.action !== "paused" && body.action !== "rolled_back")
+        throw invalid("action must be paused or rolled_back");
+      return sendJson(res, 200, this.store.guardTriggered(project, key, environment, body.action));
+    }
+    const copy = /^\/deliveries\/([^/]+)\/(redeliver|tampered-copy)$/.exec(path);
+    if (copy && method === "POST") {
+      const original = this.sender.deliveries.get(segment(copy[1] as string, "id"));
+      if (!original) throw new ApiError(404, "not_found", "no such delivery");
+      const webhook = this.store.projects.get(original.project)?.webhooks.get(original.webhookId);
+      if (!webhook) throw new ApiError(409, "webhook_deleted", "the delivery's webhook was deleted");
+      const delivery = this.sender.copy(original, copy[2] === "redeliver" ? "redelivery" : "tampered");
+      return sendJson(res, 202, delivery);
+    }
+    throw new ApiError(404, "not_found", `no emulator endpoint at ${method} ${path}`);
+  }
+
+  private openStream(req: IncomingMessage, res: ServerResponse): void {
+    res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-store",
+      connection: "keep-alive",
+    });
+    res.write("retry: 1000\n\n");
+    this.streams.add(res);
+    req.on("close", () => this.streams.delete(res));
+  }
+
+  private broadcast(event: string, data: unknown): void {
+    const message = `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+    for (const stream of this.streams) stream.write(message);
+  }
+
+  // ---- state
+
+  private snapshot() {
+    return {
+      environments: this.environments,
+      eventTypes: EVENT_TYPES,
+      retry: this.sender.policy,
+      projects: this.projectsView(),
+      deliveries: [...this.sender.deliveries.values()],
+    };
+  }
+
+  /** Projects for the page: flags newest first, webhooks without their secrets. */
+  private projectsView() {
+    return [...this.store.projects.values()].map((project) => ({
+      id: project.id,
+      flags: [...project.flags.values()].sort((a, b) => b.seq - a.seq).map((f): Flag => f.flag),
+      webhooks: [...project.webhooks.values()].map(({ secret: _, ...webhook }) => webhook),
+    }));
+  }
+
+  private dispatch(happenings: Happening[]): void {
+    for (const happening of happenings) {
+      const event = {
+        id: `evt_${randomBytes(10).toString("hex")}`,
+        type: happening.type,
+        createdAt: (this.options.now ?? (() => new Date()))().toISOString(),
+        environment: happening.environment,
+        data: happening.data,
+      };
+      const body = JSON.stringify(event);
+      for (const webhook of this.store.subscribers(happening)) {
+        void this.sender.send(
+          webhook,
+          happening.project,
+          { id: event.id, type: event.type, environment: event.environment },
+          body,
+        );
+      }
+    }
+    this.stateChanged();
+  }
+
+  private stateChanged(): void {
+    this.broadcast("projects", this.projectsView());
+    this.save();
+  }
+
+  private deliveryChanged(delivery: Delivery): void {
+    this.broadcast("delivery", delivery);
+    this.save();
+    try {
+      this.options.onDelivery?.(structuredClone(delivery));
+    } catch {
+      // A failing observer must not stop deliveries.
+    }
+  }
+
+  private load(): SavedState | undefined {
+    const file = this.options.stateFile;
+    if (!file || !existsSync(file)) return undefined;
+    let saved: SavedState;
+    try {
+      saved = JSON.parse(readFileSync(file, "utf8")) as SavedState;
+    } catch (cause) {
+      throw new Error(`flag-webhooks/emulator: cannot read the state file ${file}`, { cause });
+    }
+    if (saved?.version !== 1 || !Array.isArray(saved.projects) || !Array.isArray(saved.deliveries)) {
+      throw new Error(`flag-webhooks/emulator: ${file} is not a state file of this version`);
+    }
+    this.store.seq = saved.seq;
+    for (const p of saved.projects) {
+      const project = this.store.project(p.id);
+      for (const flag of p.flags) project.flags.set(flag.flag.key, flag);
+      for (const webhook of p.webhooks) project.webhooks.set(webhook.id, webhook);
+    }
+    return saved;
+  }
+
+  /** Writes the state file soon; many changes in one tick are one write. */
+  private save(): void {
+    if (!this.options.stateFile || this.saveScheduled || this.closed) return;
+    this.saveScheduled = setImmediate(() => {
+      try {
+        this.flush();
+      } catch (error) {
+        // A full disk must not stop the emulator; the next change tries again.
+        process.emitWarning(`flag-webhooks/emulator: could not save ${this.options.stateFile}: ${String(error)}`);
+      }
+    });
+  }
+
+  private flush(): void {
+    const file = this.options.stateFile;
+    if (!file || this.closed) return;
+    this.saveScheduled = undefined;
+    const state: SavedState = {
+      version: 1,
+      token: this.token,
+      seq: this.store.seq,
+      projects: [...this.store.projects.values()].map((p) => ({
+        id: p.id,
+        flags: [...p.flags.values()],
+        webhooks: [...p.webhooks.values()],
+      })),
+      deliveries: [...this.sender.deliveries.values()],
+    };
+    // Written whole then renamed, so a crash never leaves half a file; 0600 because it holds secrets and the token.
+    writeFileSync(`${file}.tmp`, JSON.stringify(state), { mode: 0o600 });
+    renameSync(`${file}.tmp`, file);
+  }
+}
+
+function segment(raw: string, name: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw invalid(`${name} in the path is not valid percent-encoding`);
+  }
+}

@@ -1,0 +1,54 @@
+import { existsSync, readFileSync } from "node:fs";
+import type { ServerResponse } from "node:http";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+// The page is three static files, shipped as files: src/emulator/page/ in the repository,
+// dist/emulator-page/ in the package (tsup.config.ts copies them). No build step, no framework.
+const FILES: Record<string, { file: string; type: string }> = {
+  "/": { file: "index.html", type: "text/html; charset=utf-8" },
+  "/page.css": { file: "page.css", type: "text/css; charset=utf-8" },
+  "/page.js": { file: "page.js", type: "text/javascript; charset=utf-8" },
+};
+
+declare const __dirname: string | undefined;
+
+let root: string | undefined;
+
+/** The folder holding the page's files, next to this module in the repository or in dist/. */
+function pageRoot(): string {
+  if (root) return root;
+  // CommonJS has __dirname; an ES module has import.meta.url (which the CommonJS build leaves empty).
+  const here = typeof __dirname === "string" ? __dirname : dirname(fileURLToPath(import.meta.url));
+  const candidates = [join(here, "emulator-page"), join(here, "../emulator-page"), join(here, "page")];
+  const found = candidates.find((dir) => existsSync(join(dir, "index.html")));
+  if (!found)
+    throw new Error(`flag-webhooks/emulator: the page's files are missing (looked in ${candidates.join(", ")})`);
+  root = found;
+  return found;
+}
+
+const escapeHtml = (value: string) => value.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/** Serves one of the page's files; false when `path` is not one of them. */
+export function servePage(path: string, res: ServerResponse, values: { token: string; url: string }): boolean {
+  const entry = FILES[path];
+  if (!entry) return false;
+  let body = readFileSync(join(pageRoot(), entry.file), "utf8");
+  if (entry.file === "index.html") {
+    // The page calls the API with the token; only a page on this origin can read it (no CORS, Host checked).
+    body = body.replaceAll("{{token}}", escapeHtml(values.token)).replaceAll("{{url}}", escapeHtml(values.url));
+  }
+  res.writeHead(200, {
+    "content-type": entry.type,
+    "content-length": Buffer.byteLength(body),
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    // The page runs only its own script and talks only to this server.
+    "content-security-policy":
+      "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  });
+  res.end(body);
+  return true;
+}

@@ -1,0 +1,407 @@
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { createEmulator, type Delivery, type Emulator, type EmulatorOptions } from "../../src/emulator/index.js";
+import { SIGNATURE_HEADER, verifyEvent, verifySignature } from "../../src/index.js";
+import { call, type Received, receiver, until } from "./helpers.js";
+
+// Section 6 of the interface document: every change becomes a signed POST to every webhook
+// subscribed to its type and environment; plus the emulator's retry policy and its own endpoints.
+
+const cleanup: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const step of cleanup.splice(0).reverse()) await step();
+});
+
+async function setup(
+  options: EmulatorOptions = {},
+  answer?: (n: number, req: Received) => number | "hang",
+  webhook: { events?: string[]; environments?: string[] } = {},
+) {
+  const app = await receiver(answer);
+  cleanup.push(app.close);
+  const emulator = await createEmulator({ retry: { initialDelayMs: 20, attempts: 3, timeoutMs: 2000 }, ...options });
+  cleanup.push(() => emulator.close());
+  const created = await call(emulator, "POST", "/projects/shop/webhooks", {
+    body: {
+      url: app.url,
+      events: webhook.events ?? [
+        "flag.created",
+        "flag.updated",
+        "flag.deleted",
+        "rollout.step",
+        "rollout.guard_triggered",
+      ],
+      ...(webhook.environments ? { environments: webhook.environments } : {}),
+    },
+  });
+  expect(created.status).toBe(201);
+  return { app, emulator, webhook: created.json as { id: string; secret: string } };
+}
+
+const api = (emulator: Emulator, method: string, path: string, body?: unknown) =>
+  call(emulator, method, `/projects/shop${path}`, { body });
+
+const events = (requests: Received[]) => requests.map((r) => JSON.parse(r.body));
+
+describe("deliveries (spec section 6)", () => {
+  it("sends flag.created once per environment, signed with the webhook's secret", async () => {
+    const { app, emulator, webhook } = await setup();
+    await api(emulator, "POST", "/flags", { key: "new-checkout", type: "boolean" });
+    await emulator.settled();
+    expect(app.requests.length).toBe(3);
+    const sent = events(app.requests);
+    expect(sent.map((e) => [e.type, e.environment])).toEqual([
+      ["flag.created", "production"],
+      ["flag.created", "staging"],
+      ["flag.created", "development"],
+    ]);
+    for (const request of app.requests) {
+      expect(request.headers["content-type"]).toBe("application/json");
+      const signature = request.headers[SIGNATURE_HEADER];
+      expect(signature).toMatch(/^[0-9a-f]{64}$/);
+      expect(await verifySignature({ secret: webhook.secret, payload: request.body, signature })).toBe(true);
+      expect(await verifySignature({ secret: "another-secret", payload: request.body, signature })).toBe(false);
+      const event = await verifyEvent({ secret: webhook.secret, payload: request.body, signature });
+      expect(event.type).toBe("flag.created");
+      expect(Object.keys(event).sort()).toEqual(["createdAt", "data", "environment", "id", "type"]);
+      expect(event.data).toEqual({ flag: "new-checkout", actor: { type: "user", email: "developer@example.com" } });
+    }
+    expect(new Set(sent.map((e) => e.id)).size).toBe(3);
+  });
+
+  it("sends flag.updated with data.flag, data.changes from → to and data.actor", async () => {
+    const { app, emulator, webhook } = await setup(
+      { actor: { type: "user", email: "dana@example.com" }, now: () => new Date("2026-03-01T10:00:00.000Z") },
+      undefined,
+      { events: ["flag.updated"] },
+    );
+    await api(emulator, "POST", "/flags", { key: "new-checkout", type: "boolean" });
+    await api(emulator, "PATCH", "/flags/new-checkout", { environment: "staging", on: true });
+    await api(emulator, "PATCH", "/flags/new-checkout", {
+      environment: "staging",
+      rollout: { percent: 25 },
+      comment: "first step",
+    });
+    await api(emulator, "PATCH", "/flags/new-checkout", {
+      environment: "staging",
+      on: false,
+      rollout: { percent: 50 },
+    });
+    await emulator.settled();
+    const sent = await Promise.all(
+      app.requests.map((r) =>
+        verifyEvent({ secret: webhook.secret, payload: r.body, signature: r.headers[SIGNATURE_HEADER] }),
+      ),
+    );
+    const data = sent.map((event) => {
+      if (event.type !== "flag.updated") throw new Error(`unexpected ${event.type}`);
+      expect([event.environment, event.createdAt]).toEqual(["staging", "2026-03-01T10:00:00.000Z"]);
+      expect(event.data.actor).toEqual({ type: "user", email: "dana@example.com" });
+      return event.data;
+    });
+    expect(data.map((d) => d.changes)).toEqual([
+      [{ path: "on", from: false, to: true }],
+      [{ path: "rollout.percent", from: null, to: 25 }],
+      [
+        { path: "on", from: true, to: false },
+        { path: "rollout.percent", from: 25, to: 50 },
+      ],
+    ]);
+    expect(data.map((d) => d.flag)).toEqual(["new-checkout", "new-checkout", "new-checkout"]);
+    expect((data[1] as Record<string, unknown> | undefined)?.comment).toBe("first step");
+  });
+
+  it("sends nothing for an update that changes nothing, or a refused one", async () => {
+    const { app, emulator } = await setup({}, undefined, { events: ["flag.updated"] });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await api(emulator, "PATCH", "/flags/f", { environment: "staging", on: false });
+    await api(emulator, "PATCH", "/flags/f", { environment: "staging", on: "yes" });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await emulator.settled();
+    expect(app.requests).toEqual([]);
+  });
+
+  it("sends only the subscribed types, only for the webhook's environments", async () => {
+    const { app, emulator } = await setup({}, undefined, {
+      events: ["flag.updated", "flag.deleted"],
+      environments: ["staging"],
+    });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await api(emulator, "PATCH", "/flags/f", { environment: "production", on: true });
+    await api(emulator, "PATCH", "/flags/f", { environment: "staging", on: true });
+    await api(emulator, "DELETE", "/flags/f");
+    await emulator.settled();
+    expect(events(app.requests).map((e) => [e.type, e.environment])).toEqual([
+      ["flag.updated", "staging"],
+      ["flag.deleted", "staging"],
+    ]);
+  });
+
+  it("sends nothing to another project's webhooks", async () => {
+    const { app, emulator } = await setup();
+    await call(emulator, "POST", "/projects/other/flags", { body: { key: "f", type: "boolean" } });
+    await emulator.settled();
+    expect(app.requests).toEqual([]);
+  });
+
+  it("sends flag.deleted once per environment", async () => {
+    const { app, emulator } = await setup({ environments: ["prod", "dev"] }, undefined, { events: ["flag.deleted"] });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await api(emulator, "DELETE", "/flags/f");
+    await emulator.settled();
+    expect(events(app.requests).map((e) => [e.type, e.environment, e.data.flag])).toEqual([
+      ["flag.deleted", "prod", "f"],
+      ["flag.deleted", "dev", "f"],
+    ]);
+  });
+
+  it("triggers rollout.step and rollout.guard_triggered through the emulator's own endpoints", async () => {
+    const { app, emulator } = await setup({}, undefined, { events: ["rollout.step", "rollout.guard_triggered"] });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    const step = await call(emulator, "POST", "/_emulator/projects/shop/flags/f/rollout-step", {
+      body: { environment: "staging", percent: 30 },
+    });
+    expect([step.status, step.json.environments.staging]).toEqual([200, { on: false, rollout: { percent: 30 } }]);
+    await call(emulator, "POST", "/_emulator/projects/shop/flags/f/guard-triggered", {
+      body: { environment: "staging", action: "paused" },
+    });
+    const back = await call(emulator, "POST", "/_emulator/projects/shop/flags/f/guard-triggered", {
+      body: { environment: "staging", action: "rolled_back" },
+    });
+    expect(back.json.environments.staging.rollout).toEqual({ percent: 0 });
+    await emulator.settled();
+    expect(events(app.requests).map((e) => [e.type, e.environment, e.data])).toEqual([
+      ["rollout.step", "staging", { flag: "f", rollout: { from: null, to: 30 } }],
+      ["rollout.guard_triggered", "staging", { flag: "f", action: "paused", rollout: { from: 30, to: 30 } }],
+      ["rollout.guard_triggered", "staging", { flag: "f", action: "rolled_back", rollout: { from: 30, to: 0 } }],
+    ]);
+  });
+
+  it("refuses bad input and a missing token on the emulator's own endpoints", async () => {
+    const { emulator } = await setup();
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    const path = "/_emulator/projects/shop/flags/f/rollout-step";
+    expect(
+      (await call(emulator, "POST", path, { body: { environment: "staging", percent: 30 }, token: null })).status,
+    ).toBe(401);
+    expect(
+      (await call(emulator, "POST", path, { body: { environment: "staging", percent: 130 } })).json.error.code,
+    ).toBe("invalid_request");
+    expect((await call(emulator, "POST", path, { body: { environment: "qa", percent: 1 } })).status).toBe(400);
+    const guard = "/_emulator/projects/shop/flags/f/guard-triggered";
+    expect((await call(emulator, "POST", guard, { body: { environment: "staging", action: "panic" } })).status).toBe(
+      400,
+    );
+    expect(
+      (await call(emulator, "POST", "/_emulator/projects/shop/flags/nope/rollout-step", { body: {} })).status,
+    ).toBe(404);
+    expect((await call(emulator, "GET", "/_emulator/events", { token: null })).status).toBe(401);
+  });
+});
+
+describe("the emulator's retry policy", () => {
+  const attemptsOf = (emulator: Emulator) =>
+    emulator.deliveries().map((d) => d.attempts.map((a) => a.status ?? a.error));
+
+  it("retries a non-2xx answer with exponential backoff, the same bytes and signature each time", async () => {
+    const { app, emulator } = await setup({ retry: { initialDelayMs: 40, attempts: 5 } }, (n) => (n <= 2 ? 500 : 200), {
+      events: ["flag.updated"],
+    });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await api(emulator, "PATCH", "/flags/f", { environment: "staging", on: true });
+    await emulator.settled();
+    expect(app.requests.length).toBe(3);
+    expect(new Set(app.requests.map((r) => r.body)).size).toBe(1);
+    expect(new Set(app.requests.map((r) => r.headers[SIGNATURE_HEADER])).size).toBe(1);
+    const [delivery] = emulator.deliveries();
+    expect(delivery?.state).toBe("succeeded");
+    expect(delivery?.attempts.map((a) => [a.number, a.status, a.responseBody])).toEqual([
+      [1, 500, "answer 1"],
+      [2, 500, "answer 2"],
+      [3, 200, "answer 3"],
+    ]);
+    // Waits of at least 40 ms, then 80 ms: lower bounds only, never an upper bound on speed.
+    const started = delivery?.attempts.map((a) => Date.parse(a.startedAt)) ?? [];
+    expect((started[1] ?? 0) - (started[0] ?? 0)).toBeGreaterThanOrEqual(39);
+    expect((started[2] ?? 0) - (started[1] ?? 0)).toBeGreaterThanOrEqual(79);
+  });
+
+  it("gives up after the configured number of attempts", async () => {
+    const { app, emulator } = await setup({ retry: { initialDelayMs: 5, attempts: 4 } }, () => 503, {
+      events: ["flag.updated"],
+    });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await api(emulator, "PATCH", "/flags/f", { environment: "staging", on: true });
+    await emulator.settled();
+    expect(app.requests.length).toBe(4);
+    expect(emulator.deliveries().map((d) => d.state)).toEqual(["failed"]);
+    expect(attemptsOf(emulator)).toEqual([[503, 503, 503, 503]]);
+  });
+
+  it("counts a redirect as a failed attempt and does not follow it", async () => {
+    const { app, emulator } = await setup({ retry: { initialDelayMs: 5, attempts: 2 } }, () => 302, {
+      events: ["flag.updated"],
+    });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await api(emulator, "PATCH", "/flags/f", { environment: "staging", on: true });
+    await emulator.settled();
+    expect([app.requests.length, attemptsOf(emulator)]).toEqual([2, [[302, 302]]]);
+  });
+
+  it("retries an attempt that times out", async () => {
+    const { emulator } = await setup({ retry: { initialDelayMs: 5, attempts: 2, timeoutMs: 150 } }, (n) =>
+      n === 1 ? "hang" : 204,
+    );
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await emulator.settled();
+    const hung = emulator.deliveries().find((d) => d.attempts.length === 2);
+    expect(hung?.attempts.map((a) => a.status ?? a.error)).toEqual(["timeout after 150 ms", 204]);
+    expect(hung?.state).toBe("succeeded");
+  });
+
+  it("retries a connection error, and records it", async () => {
+    const app = await receiver();
+    await app.close(); // nothing listens on its port any more
+    const emulator = await createEmulator({ retry: { initialDelayMs: 5, attempts: 2 } });
+    cleanup.push(() => emulator.close());
+    await api(emulator, "POST", "/webhooks", { url: app.url, events: ["flag.updated"] });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await api(emulator, "PATCH", "/flags/f", { environment: "staging", on: true });
+    await emulator.settled();
+    expect(attemptsOf(emulator)).toEqual([["ECONNREFUSED", "ECONNREFUSED"]]);
+  });
+
+  it("stops a deleted webhook's pending deliveries at once (spec section 3)", async () => {
+    const { app, emulator, webhook } = await setup({ retry: { initialDelayMs: 100, attempts: 10 } }, () => 500, {
+      events: ["flag.updated"],
+    });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await api(emulator, "PATCH", "/flags/f", { environment: "staging", on: true });
+    await until(() => app.requests.length === 1);
+    expect((await api(emulator, "DELETE", `/webhooks/${webhook.id}`)).status).toBe(204);
+    expect(emulator.deliveries().map((d) => d.state)).toEqual(["cancelled"]);
+    await emulator.settled();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(app.requests.length).toBe(1);
+    await api(emulator, "PATCH", "/flags/f", { environment: "staging", on: false });
+    await emulator.settled();
+    expect(app.requests.length).toBe(1);
+  });
+
+  it("aborts a deleted webhook's attempt that is on the wire", async () => {
+    const { app, emulator, webhook } = await setup({ retry: { timeoutMs: 60_000 } }, () => "hang", {
+      events: ["flag.updated"],
+    });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await api(emulator, "PATCH", "/flags/f", { environment: "staging", on: true });
+    await until(() => app.requests.length === 1);
+    await api(emulator, "DELETE", `/webhooks/${webhook.id}`);
+    await emulator.settled();
+    expect(emulator.deliveries().map((d) => [d.state, d.attempts.length])).toEqual([["cancelled", 0]]);
+  });
+});
+
+describe("redelivery and tampered copies", () => {
+  it("redelivers the same bytes and signature, and sends a tampered copy with the old signature, never retried", async () => {
+    const { app, emulator, webhook } = await setup({}, (_, req) => (req.body.includes('"tampered"') ? 401 : 204), {
+      events: ["flag.updated"],
+    });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await api(emulator, "PATCH", "/flags/f", { environment: "staging", on: true });
+    await emulator.settled();
+    const [original] = emulator.deliveries();
+    if (!original) throw new Error("no delivery");
+    const again = await call(emulator, "POST", `/_emulator/deliveries/${original.id}/redeliver`);
+    expect([again.status, again.json.kind, again.json.of]).toEqual([202, "redelivery", original.id]);
+    const tampered = await call(emulator, "POST", `/_emulator/deliveries/${original.id}/tampered-copy`);
+    expect([tampered.status, tampered.json.kind]).toEqual([202, "tampered"]);
+    await emulator.settled();
+    expect(app.requests.length).toBe(3);
+    const [first, second, third] = app.requests as [Received, Received, Received];
+    expect(second.body).toBe(first.body);
+    expect(second.headers[SIGNATURE_HEADER]).toBe(first.headers[SIGNATURE_HEADER]);
+    expect(third.headers[SIGNATURE_HEADER]).toBe(first.headers[SIGNATURE_HEADER]);
+    expect(JSON.parse(third.body)).toEqual({ ...JSON.parse(first.body), tampered: true });
+    const signature = third.headers[SIGNATURE_HEADER];
+    expect(await verifySignature({ secret: webhook.secret, payload: third.body, signature })).toBe(false);
+    const byId = new Map(emulator.deliveries().map((d) => [d.id, d]));
+    expect(byId.get(tampered.json.id)?.attempts.map((a) => a.status)).toEqual([401]);
+    expect(byId.get(tampered.json.id)?.state).toBe("failed");
+    expect((await call(emulator, "POST", "/_emulator/deliveries/dlv_nope/redeliver")).status).toBe(404);
+  });
+
+  it("will not redeliver to a deleted webhook", async () => {
+    const { emulator, webhook } = await setup({}, undefined, { events: ["flag.created"] });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await emulator.settled();
+    await api(emulator, "DELETE", `/webhooks/${webhook.id}`);
+    const [delivery] = emulator.deliveries();
+    const answer = await call(emulator, "POST", `/_emulator/deliveries/${delivery?.id}/redeliver`);
+    expect([answer.status, answer.json.error.code]).toEqual([409, "webhook_deleted"]);
+  });
+});
+
+describe("options", () => {
+  it("refuses a state file it cannot read, naming it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "emulator-state-"));
+    cleanup.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const stateFile = join(dir, "state.json");
+    writeFileSync(stateFile, "{ not json");
+    await expect(createEmulator({ stateFile })).rejects.toThrow(`cannot read the state file ${stateFile}`);
+    writeFileSync(stateFile, '{ "version": 2 }');
+    await expect(createEmulator({ stateFile })).rejects.toThrow("is not a state file of this version");
+  });
+
+  it("reports every change of a delivery to onDelivery", async () => {
+    const seen: Delivery["state"][] = [];
+    const { emulator } = await setup({ onDelivery: (d) => seen.push(d.state) }, (n) => (n === 1 ? 500 : 204), {
+      events: ["flag.created"],
+      environments: ["staging"],
+    });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await emulator.settled();
+    expect(seen).toEqual(["pending", "pending", "succeeded"]);
+  });
+
+  it("keeps flags, webhooks, the token and pending deliveries in the state file across a restart", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "emulator-state-"));
+    cleanup.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const stateFile = join(dir, "state.json");
+    let up = false;
+    const app = await receiver(() => (up ? 204 : 500));
+    cleanup.push(app.close);
+
+    const first = await createEmulator({ stateFile, retry: { initialDelayMs: 60_000 } });
+    const { json: webhook } = await call(first, "POST", "/projects/shop/webhooks", {
+      body: { url: app.url, events: ["flag.updated"] },
+    });
+    await call(first, "POST", "/projects/shop/flags", { body: { key: "f", type: "boolean" } });
+    await call(first, "PATCH", "/projects/shop/flags/f", { body: { environment: "staging", on: true } });
+    await until(() => app.requests.length === 1);
+    await until(() => first.deliveries()[0]?.attempts.length === 1);
+    await first.close();
+    expect(statSync(stateFile).mode & 0o777).toBe(0o600);
+    expect(readFileSync(stateFile, "utf8")).toContain(webhook.secret);
+
+    up = true;
+    const second = await createEmulator({ stateFile });
+    cleanup.push(() => second.close());
+    expect(second.token).toBe(first.token);
+    const { json } = await call(second, "GET", "/projects/shop/flags");
+    expect(json.data.map((f: any) => [f.key, f.environments.staging.on])).toEqual([["f", true]]);
+    await second.settled();
+    expect(second.deliveries().map((d) => [d.state, d.attempts.map((a) => a.status)])).toEqual([
+      ["succeeded", [500, 204]],
+    ]);
+    expect(app.requests.length).toBe(2);
+    // The webhook came back with its secret: new changes are delivered, signed as before.
+    await call(second, "PATCH", "/projects/shop/flags/f", { body: { environment: "staging", on: false } });
+    await second.settled();
+    const last = app.requests.at(-1) as Received;
+    expect(
+      await verifySignature({ secret: webhook.secret, payload: last.body, signature: last.headers[SIGNATURE_HEADER] }),
+    ).toBe(true);
+  });
+});

@@ -1,0 +1,232 @@
+import { existsSync, mkdirSync } from "node:fs";
+import type { Server } from "node:http";
+import { resolve } from "node:path";
+import express from "express";
+import { webhookMiddleware } from "flag-webhooks/express";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createEmulator, type Emulator } from "../../src/emulator/index.js";
+import type { WebhookEvent } from "../../src/index.js";
+import { close, listen } from "../http.js";
+import { call } from "./helpers.js";
+
+// The emulator's page in a real browser: Debian's chromium driven by playwright-core, against a
+// real emulator delivering to a real Express app with our middleware.
+
+const CHROMIUM = "/usr/bin/chromium";
+const available = existsSync(CHROMIUM);
+if (!available) {
+  const reason = `${CHROMIUM} is missing (install it with: apt-get install chromium)`;
+  // In CI a missing browser is a failure, never a skip (.ci/run installs it).
+  if (process.env.CI === "true") throw new Error(`the emulator page test needs a browser: ${reason}`);
+  console.error(
+    `\n${"!".repeat(72)}\n!! NOT RUN: the emulator page browser test, because ${reason}\n${"!".repeat(72)}\n`,
+  );
+}
+
+const results = resolve(import.meta.dirname, "../../.test-results");
+
+describe.skipIf(!available)("the emulator's page in chromium", () => {
+  let browser: Browser;
+  let page: Page;
+  let emulator: Emulator;
+  let app: Server;
+  let secret = "";
+  const handled: WebhookEvent[] = [];
+  const problems: string[] = [];
+
+  beforeAll(async () => {
+    const receiving = express();
+    receiving.post(
+      "/webhooks",
+      (req, res, next) => webhookMiddleware({ secret })(req, res, next),
+      (req, res) => {
+        if (req.webhookEvent) handled.push(req.webhookEvent);
+        res.json({ ok: true, received: req.webhookEvent?.id });
+      },
+    );
+    app = await listen(receiving.listen(0, "127.0.0.1"));
+    const { port } = app.address() as { port: number };
+    emulator = await createEmulator({
+      retry: { initialDelayMs: 50 },
+      actor: { type: "user", email: "dana@example.com" },
+    });
+    const created = await call(emulator, "POST", "/projects/default/webhooks", {
+      body: { url: `http://127.0.0.1:${port}/webhooks`, events: ["flag.created", "flag.updated"] },
+    });
+    secret = created.json.secret;
+    await call(emulator, "POST", "/projects/default/flags", {
+      body: { key: "new-checkout", type: "boolean", tags: ["checkout"] },
+    });
+    await call(emulator, "POST", "/projects/default/flags", {
+      body: { key: "search-v2", type: "string", variations: ["classic", "semantic"], tags: ["search"] },
+    });
+    await emulator.settled();
+
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
+    });
+    page = await browser.newPage({ viewport: { width: 1440, height: 1000 } });
+    page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+    page.on("console", (message) => {
+      if (message.type() === "error") problems.push(`console: ${message.text()}`);
+    });
+    await page.goto(emulator.pageUrl);
+    await page.getByRole("status").filter({ hasText: "live" }).waitFor();
+    // Set once: if the page reloaded, this would be gone.
+    await page.evaluate(() => {
+      (window as unknown as { notReloaded: boolean }).notReloaded = true;
+    });
+  }, 30_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await emulator?.close();
+    await close(app);
+  });
+
+  const switchOf = (flag: string, env: string) => page.getByRole("switch", { name: `${flag} on in ${env}` });
+
+  it("shows a change made through the API without a reload, and its delivery", async () => {
+    await expect.poll(() => switchOf("new-checkout", "production").isChecked()).toBe(false);
+    await call(emulator, "PATCH", "/projects/default/flags/new-checkout", {
+      body: { environment: "production", on: true, rollout: { percent: 20 } },
+    });
+    await expect.poll(() => switchOf("new-checkout", "production").isChecked()).toBe(true);
+    await expect.poll(() => page.getByLabel("Rollout percent of new-checkout in production").inputValue()).toBe("20");
+    const delivery = page.locator('li[data-kind="event"]', { hasText: "flag.updated" }).first();
+    await expect.poll(() => delivery.locator(".badge").textContent()).toBe("200");
+    await delivery.locator("summary").click();
+    const changes = delivery.locator("table.changes");
+    await expect.poll(() => changes.locator("caption").textContent()).toBe("Changes by dana@example.com (user)");
+    expect(await changes.locator("tbody tr").allInnerTexts()).toEqual([
+      "on\tfalse\t→\ttrue",
+      "rollout.percent\tnull\t→\t20",
+    ]);
+    expect(await delivery.locator(".headers").textContent()).toMatch(/service-signature\s*[0-9a-f]{64}/);
+    expect(await delivery.locator("pre.body").textContent()).toContain('"type": "flag.updated"');
+    expect(await delivery.locator("table.attempts tbody tr").count()).toBe(1);
+    expect(await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded)).toBe(true);
+  });
+
+  it("shows a tampered copy refused by the app with 401", async () => {
+    const delivery = page.locator('li[data-kind="event"]', { hasText: "flag.updated" }).first();
+    await delivery.getByRole("button", { name: "Send tampered copy" }).click();
+    const tampered = page.locator('li[data-kind="tampered"]').first();
+    await expect.poll(() => tampered.locator(".badge").textContent()).toBe("401 refused");
+    await tampered.locator("summary").click();
+    await expect
+      .poll(() => tampered.locator("table.attempts .response").first().textContent())
+      .toContain("invalid_signature");
+    expect(handled.filter((e) => e.type === "flag.updated").length).toBe(1);
+  });
+
+  it("copies a delivery as a curl command that sends the same bytes and signature", async () => {
+    const delivery = page.locator('li[data-kind="event"]', { hasText: "flag.updated" }).last();
+    const sent = emulator.deliveries().find((d) => d.kind === "event" && d.event.type === "flag.updated");
+    // Opened by the first test already; a click on its summary would close it.
+    if ((await delivery.locator("details").getAttribute("open")) === null) await delivery.locator("summary").click();
+    await delivery.getByRole("button", { name: "Copy as curl" }).click();
+    const curl = delivery.getByLabel("curl command for this delivery");
+    await expect.poll(() => curl.isVisible()).toBe(true);
+    const command = await curl.inputValue();
+    expect(command.split(" \\\n").map((part) => part.trim())).toEqual([
+      `curl -X POST '${sent?.url}'`,
+      "-H 'content-type: application/json'",
+      `-H 'service-signature: ${sent?.request.headers["service-signature"]}'`,
+      "-H 'user-agent: flag-webhooks-emulator'",
+      `--data-raw '${sent?.request.body}'`,
+    ]);
+  });
+
+  it("turns a flag on from the page with the keyboard, and a delivery follows", async () => {
+    const toggle = switchOf("new-checkout", "staging");
+    await toggle.focus();
+    await page.keyboard.press("Space");
+    await expect
+      .poll(async () => (await call(emulator, "GET", "/projects/default/flags")).json.data[1].key)
+      .toBe("new-checkout");
+    await expect
+      .poll(async () => (await call(emulator, "GET", "/projects/default/flags")).json.data[1].environments.staging.on)
+      .toBe(true);
+    await expect.poll(() => handled.filter((e) => e.type === "flag.updated").length).toBe(2);
+    const last = handled.at(-1);
+    expect(last?.type === "flag.updated" && [last.environment, last.data.changes]).toEqual([
+      "staging",
+      [{ path: "on", from: false, to: true }],
+    ]);
+    const delivery = page.locator('li[data-kind="event"]', { hasText: "staging" }).filter({ hasText: "flag.updated" });
+    await expect.poll(() => delivery.locator(".badge").textContent()).toBe("200");
+    // Focus stays on the switch after the page re-rendered the table.
+    expect(await page.evaluate(() => document.activeElement?.getAttribute("aria-label"))).toBe(
+      "new-checkout on in staging",
+    );
+  });
+
+  it("sets a rollout percent from the page: type it and press Enter", async () => {
+    const input = page.getByLabel("Rollout percent of search-v2 in staging");
+    await input.fill("50");
+    await input.press("Enter");
+    await expect
+      .poll(async () => {
+        const { json } = await call(emulator, "GET", "/projects/default/flags?limit=1");
+        return json.data[0].environments.staging;
+      })
+      .toEqual({ on: false, rollout: { percent: 50 } });
+    const delivery = page
+      .locator('li[data-kind="event"]', { hasText: "search-v2" })
+      .filter({ hasText: "flag.updated" });
+    await expect.poll(() => delivery.locator(".badge").textContent()).toBe("200");
+  });
+
+  it("labels every control, so it can be found and used without a mouse", async () => {
+    const unlabelled = await page.evaluate(() =>
+      [...document.querySelectorAll("input, select, textarea, button")]
+        .filter((control) => {
+          const label =
+            control.getAttribute("aria-label") ||
+            control.closest("label")?.textContent?.trim() ||
+            (control.tagName === "BUTTON" ? control.textContent?.trim() : "");
+          return !label;
+        })
+        .map((control) => control.outerHTML),
+    );
+    expect(unlabelled).toEqual([]);
+    expect(await page.locator("[tabindex]").count()).toBe(0); // native focus order only
+  });
+
+  it("registers a webhook from the page and shows its secret once", async () => {
+    await page.getByLabel("URL", { exact: true }).fill("http://localhost:3999/webhooks");
+    await page.getByRole("button", { name: "Register webhook" }).click();
+    const secretText = page.locator("#secret-value");
+    await expect.poll(() => secretText.textContent()).toMatch(/^whsec_[0-9a-f]{48}$/);
+    await expect.poll(() => page.locator("#webhooks li").count()).toBe(2);
+    expect(await page.locator("#webhooks").textContent()).not.toContain("whsec_");
+
+    // The picture for the README: the page after a few changes, one delivery opened.
+    await page.getByRole("button", { name: "Hide" }).click();
+    await page
+      .locator("li", { hasText: "localhost:3999" })
+      .getByRole("button", { name: /Delete webhook/ })
+      .click();
+    await expect.poll(() => page.locator("#webhooks li").count()).toBe(1);
+    await expect.poll(() => page.locator("#deliveries > li").count()).toBeGreaterThanOrEqual(10);
+    await page.locator("#toast").evaluate((toast) => {
+      toast.style.transition = "none";
+      toast.classList.remove("shown");
+    }); // a passing notice, not page content
+    mkdirSync(results, { recursive: true });
+    await page.screenshot({ path: resolve(results, "emulator-page.png"), fullPage: true });
+    expect(problems).toEqual([]);
+  });
+});
