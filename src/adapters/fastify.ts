@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { WebhookEvent } from "../events.js";
 import { nodeBody } from "../node/body-source.js";
 import { type Answer, createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
@@ -55,8 +55,9 @@ const FIX =
  * });
  * ```
  */
-export const webhookPlugin: FastifyPluginCallback<FastifyWebhookOptions> = Object.assign(
-  function flagWebhooksFastify(app: FastifyInstance, options: FastifyWebhookOptions, done: (error?: Error) => void) {
+export const webhookPlugin: FastifyPluginAsync<FastifyWebhookOptions> = Object.assign(
+  // Async, so that a bad option rejects `register`/`ready` instead of throwing inside Fastify's loader.
+  async function flagWebhooksFastify(app: FastifyInstance, options: FastifyWebhookOptions) {
     if (typeof options?.path !== "string") throw new TypeError('flag-webhooks: option "path" must be a string');
     if (typeof options.onEvent !== "function")
       throw new TypeError('flag-webhooks: option "onEvent" must be a function');
@@ -91,7 +92,6 @@ export const webhookPlugin: FastifyPluginCallback<FastifyWebhookOptions> = Objec
     if (!app.hasRequestDecorator("webhookEvent")) app.decorateRequest("webhookEvent", undefined);
     // Every method, so that anything but POST gets the core's 405 with Allow: POST.
     app.all(options.path, answerDelivery);
-    done();
   },
   {
     [Symbol.for("fastify.display-name")]: "flag-webhooks",
