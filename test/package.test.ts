@@ -31,7 +31,8 @@ const CORE_EXPORTS = [
   "verifySignature",
 ];
 
-const ADAPTER_EXPORTS = ["webhookMiddleware", "webhookMiddleware", "verifyRequest,webhookHandler"];
+// flag-webhooks/fastify loads without fastify installed in the consumer: it imports only its types.
+const ADAPTER_EXPORTS = ["webhookMiddleware", "webhookMiddleware", "verifyRequest,webhookHandler", "webhookPlugin"];
 const adapterResults = {
   adapters: ADAPTER_EXPORTS,
   adapterError: "invalid_signature",

@@ -30,9 +30,9 @@ export interface FastifyWebhookOptions extends HandlerOptions<[request: FastifyR
 }
 
 const FIX =
-  "nothing may read request.raw before webhookPlugin's route: exempt its path from an express.json() mounted " +
-  "with @fastify/express or @fastify/middie and from preParsing hooks that consume the payload, " +
-  "or keep the bytes in request.rawBody (fastify-raw-body)";
+  "let nothing read request.raw before webhookPlugin's route: keep preParsing hooks and middleware " +
+  "(express.json() via @fastify/express or @fastify/middie) off its path, or keep the bytes in request.rawBody " +
+  "(fastify-raw-body)";
 
 /**
  * A Fastify 5 plugin that adds one webhook route in its own encapsulated context: it reads the
