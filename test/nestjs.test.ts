@@ -6,6 +6,7 @@ import type { NestExpressApplication } from "@nestjs/platform-express";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AppModule } from "../examples/nestjs/app.module.js";
 import { createApp } from "../examples/nestjs/main.js";
+import { verifyEvent } from "../src/index.js";
 import { vector } from "./vectors.js";
 
 // examples/nestjs booted as its README section says (Nest 11 on Express, rawBody: true, the
@@ -97,5 +98,12 @@ describe("examples/nestjs", () => {
     const { error } = await res.json();
     expect([res.status, error.code]).toEqual([500, "body_already_parsed"]);
     expect(error.message).toContain("NestFactory.create(AppModule, { rawBody: true })");
+  });
+
+  it("a guard built on verifyEvent gets a TypeError naming rawBody: true when req.rawBody is undefined", async () => {
+    const rawBody: Uint8Array | undefined = undefined; // what req.rawBody is without rawBody: true
+    const thrown = verifyEvent({ secret, payload: rawBody as never, signature: sign(body) });
+    await expect(thrown).rejects.toBeInstanceOf(TypeError);
+    await expect(thrown).rejects.toThrow(/NestFactory\.create\(AppModule, \{ rawBody: true \}\)/);
   });
 });
