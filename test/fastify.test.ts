@@ -172,7 +172,7 @@ describe("Fastify webhookPlugin", () => {
 
   it("answers 405 with Allow: POST to other methods on its path", async () => {
     const base = await start();
-    for (const method of ["GET", "PUT", "DELETE", "PATCH"]) {
+    for (const method of ["GET", "PUT", "DELETE", "PATCH", "OPTIONS", "QUERY"]) {
       const res = await fetch(`${base}/webhooks`, { method });
       expect([method, res.status, res.headers.get("allow"), (await res.json()).error.code]).toEqual([
         method,

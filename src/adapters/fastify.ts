@@ -83,14 +83,17 @@ export const webhookPlugin: FastifyPluginAsync<FastifyWebhookOptions> = Object.a
     // `limit` and `bodyTimeout` apply (Fastify's bodyLimit only bounds parsers that read).
     app.removeAllContentTypeParsers();
     app.addContentTypeParser("*", (_request, _payload, parsed) => parsed(null));
-    // Fastify refuses a malformed Content-Type header (415) before any parser runs; the
-    // signature covers bytes, not their media type, so such a delivery is still checked.
+    // Fastify refuses a malformed Content-Type header (415), and a QUERY without one (400),
+    // before any parser runs; the signature covers bytes, not their media type, so such a
+    // request still gets the core's answer. Any other error goes on to the app's error handler.
     app.setErrorHandler((error: FastifyError, request, reply) => {
-      if (error.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") return answerDelivery(request, reply);
+      if (/^FST_ERR_(CTP_INVALID_MEDIA_TYPE|ROUTE_MISSING_CONTENT_TYPE)$/.test(error.code)) {
+        return answerDelivery(request, reply);
+      }
       throw error;
     });
     if (!app.hasRequestDecorator("webhookEvent")) app.decorateRequest("webhookEvent", undefined);
-    // Every method, so that anything but POST gets the core's 405 with Allow: POST.
+    // Every method Fastify routes, so that anything but POST gets the core's 405 with Allow: POST.
     app.all(options.path, answerDelivery);
   },
   {
