@@ -30,9 +30,8 @@ export interface FastifyWebhookOptions extends HandlerOptions<[request: FastifyR
 }
 
 const FIX =
-  "let nothing read request.raw before webhookPlugin's route: keep preParsing hooks and middleware " +
-  "(express.json() via @fastify/express or @fastify/middie) off its path, or keep the bytes in request.rawBody " +
-  "(fastify-raw-body)";
+  "something read request.raw before webhookPlugin: keep preParsing hooks and express.json() (via @fastify/express " +
+  "or @fastify/middie) off its route, or keep the bytes in request.rawBody (fastify-raw-body)";
 
 /**
  * A Fastify 5 plugin that adds one webhook route in its own encapsulated context: it reads the
@@ -58,9 +57,12 @@ const FIX =
 export const webhookPlugin: FastifyPluginAsync<FastifyWebhookOptions> = Object.assign(
   // Async, so that a bad option rejects `register`/`ready` instead of throwing inside Fastify's loader.
   async function flagWebhooksFastify(app: FastifyInstance, options: FastifyWebhookOptions) {
-    if (typeof options?.path !== "string") throw new TypeError('flag-webhooks: option "path" must be a string');
-    if (typeof options.onEvent !== "function")
-      throw new TypeError('flag-webhooks: option "onEvent" must be a function');
+    for (const [name, type] of [
+      ["path", "string"],
+      ["onEvent", "function"],
+    ] as const) {
+      if (typeof options?.[name] !== type) throw new TypeError(`flag-webhooks: option "${name}" must be a ${type}`);
+    }
     const { onEvent } = options;
     const receiver = createReceiver<[FastifyRequest, FastifyReply]>({
       ...options,
@@ -96,10 +98,7 @@ export const webhookPlugin: FastifyPluginAsync<FastifyWebhookOptions> = Object.a
     // Every method Fastify routes, so that anything but POST gets the core's 405 with Allow: POST.
     app.all(options.path, answerDelivery);
   },
-  {
-    [Symbol.for("fastify.display-name")]: "flag-webhooks",
-    [Symbol.for("plugin-meta")]: { name: "flag-webhooks", fastify: "5.x" },
-  },
+  { [Symbol.for("fastify.display-name")]: "flag-webhooks" },
 );
 
 function deliveryOf(request: FastifyRequest): Delivery {
