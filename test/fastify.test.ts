@@ -8,6 +8,7 @@ import Fastify, {
   type FastifyServerOptions,
 } from "fastify";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { createApp } from "../examples/fastify.js";
 import { type FastifyWebhookOptions, webhookPlugin } from "../src/adapters/fastify.js";
 import { createRouter, MemoryDedupeStore, type WebhookEvent } from "../src/index.js";
 import { vector } from "./vectors.js";
@@ -325,5 +326,23 @@ describe("Fastify webhookPlugin", () => {
       payload: `${body} `,
     });
     expect([bad.statusCode, bad.json().error.code]).toEqual([401, "invalid_signature"]);
+  });
+
+  it("examples/fastify.ts routes a signed delivery and keeps JSON for its other route", async () => {
+    app = await createApp(secret);
+    const base = await app.listen({ port: 0, host: "127.0.0.1" });
+    const res = await deliver(base);
+    expect([res.status, await res.json()]).toEqual([
+      200,
+      { received: event.id, summary: "dana@example.com changed new-checkout in production (on: false → true)" },
+    ]);
+    const tampered = await deliver(base, Buffer.from(`${body} `), { "service-signature": signature });
+    expect(tampered.status).toBe(401);
+    const echo = await fetch(`${base}/api/echo`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"ok":true}',
+    });
+    expect(await echo.json()).toEqual({ echo: { ok: true } });
   });
 });
