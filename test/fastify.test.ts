@@ -266,6 +266,18 @@ describe("Fastify webhookPlugin", () => {
     expect(tampered.status).toBe(401);
   });
 
+  it("leaves errors of the app's own hooks on its route to the app's error handler", async () => {
+    const base = await start({}, (instance) => {
+      instance.setErrorHandler((error, _request, reply) => reply.code(418).send({ app: error.message }));
+      instance.addHook("onRequest", async (request) => {
+        if (request.headers["x-blocked"]) throw new Error("blocked by the app");
+      });
+    });
+    const res = await deliver(base, body, { "x-blocked": "1" });
+    expect([res.status, await res.json()]).toEqual([418, { app: "blocked by the app" }]);
+    expect((await deliver(base)).status).toBe(200);
+  });
+
   it("checks its options when the app boots", async () => {
     const boot = async (options: unknown) => {
       const instance = Fastify();
