@@ -268,7 +268,7 @@ describe("Fastify webhookPlugin", () => {
 
   it("leaves errors of the app's own hooks on its route to the app's error handler", async () => {
     const base = await start({}, (instance) => {
-      instance.setErrorHandler((error, _request, reply) => reply.code(418).send({ app: error.message }));
+      instance.setErrorHandler((error: Error, _request, reply) => reply.code(418).send({ app: error.message }));
       instance.addHook("onRequest", async (request) => {
         if (request.headers["x-blocked"]) throw new Error("blocked by the app");
       });
