@@ -39,7 +39,7 @@ const FIX =
  * parsers), verifies them, runs `onEvent(event, request, reply)` and answers 204. Every refusal
  * is answered with its status and `{ "error": { "code", "message" } }`, a body over `limit`
  * with our 413 (Fastify's `bodyLimit` does not apply to this route), any method but POST with
- * 405 and `Allow: POST`. Options are checked when the plugin is registered.
+ * 405 and `Allow: POST`. Options are checked when the plugin loads: `register`/`ready` rejects.
  *
  * @example
  * ```ts
