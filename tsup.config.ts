@@ -10,6 +10,7 @@ export default defineConfig([
       express: "src/adapters/express.ts",
       koa: "src/adapters/koa.ts",
       fetch: "src/adapters/fetch.ts",
+      fastify: "src/adapters/fastify.ts",
       testing: "src/testing/index.ts",
       emulator: "src/emulator/index.ts",
     },

@@ -9,9 +9,9 @@ export default defineConfig({
     // The packed package itself is tested in test/package.test.ts.
     alias: [
       { find: /^flag-webhooks$/, replacement: src("index.ts") },
-      { find: /^flag-webhooks\/(express|koa|fetch)$/, replacement: src("adapters/$1.ts") },
       { find: /^flag-webhooks\/testing$/, replacement: src("testing/index.ts") },
       { find: /^flag-webhooks\/emulator$/, replacement: src("emulator/index.ts") },
+      { find: /^flag-webhooks\/(express|koa|fetch|fastify)$/, replacement: src("adapters/$1.ts") },
     ],
   },
   test: {

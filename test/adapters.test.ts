@@ -1,9 +1,11 @@
 import { createHmac } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import express from "express";
+import Fastify from "fastify";
 import Koa from "koa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { webhookMiddleware as expressMiddleware, type WebhookRequest } from "../src/adapters/express.js";
+import { webhookPlugin } from "../src/adapters/fastify.js";
 import { webhookHandler } from "../src/adapters/fetch.js";
 import { webhookMiddleware as koaMiddleware, type WebhookState } from "../src/adapters/koa.js";
 import { buildCases, type DeliveryCase, LIMIT, SECRET, SECRETS } from "./cases.js";
@@ -13,7 +15,7 @@ const cases = buildCases((body) => createHmac("sha256", SECRET).update(body).dig
 const options = { secret: SECRETS, limit: LIMIT };
 
 /** Each adapter as a user mounts it; the application answers 200 with the event it was handed. */
-const nodeServers: { name: string; make: () => Server }[] = [
+const nodeServers: { name: string; make: () => Server | Promise<Server> }[] = [
   {
     name: "Express 5",
     make() {
@@ -33,6 +35,19 @@ const nodeServers: { name: string; make: () => Server }[] = [
         ctx.body = { received: ctx.state.webhookEvent };
       });
       return createServer(app.callback());
+    },
+  },
+  {
+    name: "Fastify 5",
+    async make() {
+      const app = Fastify();
+      await app.register(webhookPlugin, {
+        ...options,
+        path: "/webhooks",
+        onEvent: (event, _request, reply) => reply.send({ received: event }),
+      });
+      await app.ready();
+      return app.server;
     },
   },
   {
@@ -78,7 +93,7 @@ function expectAnswer(c: DeliveryCase, answer: Answer, overHttp = true): void {
 describe.each(nodeServers)("$name", ({ make }) => {
   let server: Server;
   beforeAll(async () => {
-    server = await listen(make());
+    server = await listen(await make());
   });
   afterAll(() => close(server));
 

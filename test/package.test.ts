@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -35,7 +35,13 @@ const CORE_EXPORTS = [
   "verifySignature",
 ];
 
-const ADAPTER_EXPORTS = ["keepRawBody,webhookMiddleware", "webhookMiddleware", "verifyRequest,webhookHandler"];
+// flag-webhooks/fastify loads without fastify installed in the consumer: it imports only its types.
+const ADAPTER_EXPORTS = [
+  "keepRawBody,webhookMiddleware",
+  "webhookMiddleware",
+  "verifyRequest,webhookHandler",
+  "webhookPlugin",
+];
 const adapterResults = {
   adapters: ADAPTER_EXPORTS,
   adapterError: "invalid_signature",
@@ -120,6 +126,18 @@ describe("the packed package", () => {
       const result = run(bin, ["no-builtins.mjs", args]);
       expect(result).toEqual({ signed: true, verified: true, rejected: true, type: "flag.updated", webCryptoCalls: 2 }); // the malformed signature is refused before any HMAC
     });
+
+    it.each(["fastify-consumer.mjs", "fastify-consumer.cjs"])("serves deliveries in a real Fastify app: %s", (file) => {
+      // fastify is an optional peer: the consumer brings its own, linked here from our dev dependencies.
+      const linked = join(project, "node_modules/fastify");
+      if (!existsSync(linked)) symlinkSync(join(root, "node_modules/fastify"), linked, "dir");
+      const flags = file.endsWith(".cjs") ? ["--no-experimental-require-module"] : [];
+      expect(run(bin, [...flags, file, args])).toEqual({
+        ok: [200, { type: "flag.updated", onRequest: true }],
+        bad: [401, "invalid_signature"],
+        json: { a: 1 },
+      });
+    });
   });
 
   it("type-checks CommonJS and ES module consumers under module Node16", () => {
@@ -142,6 +160,37 @@ describe("the packed package", () => {
     let output = "";
     try {
       execFileSync(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project, encoding: "utf8", stdio: "pipe" });
+    } catch (error) {
+      output = String((error as { stdout?: string }).stdout) || String(error);
+    }
+    expect(output).toBe("");
+  });
+
+  it("type-checks a Fastify consumer, CommonJS and ES module, under module Node16", () => {
+    const linked = join(project, "node_modules/fastify");
+    if (!existsSync(linked)) symlinkSync(join(root, "node_modules/fastify"), linked, "dir");
+    writeFileSync(
+      join(project, "tsconfig.fastify.json"),
+      JSON.stringify({
+        compilerOptions: {
+          noEmit: true,
+          strict: true,
+          skipLibCheck: false,
+          module: "node16",
+          moduleResolution: "node16",
+          types: ["node"],
+          typeRoots: [join(root, "node_modules/@types")],
+        },
+        files: ["consumer-types-fastify.cts", "consumer-types-fastify.mts"],
+      }),
+    );
+    let output = "";
+    try {
+      execFileSync(process.execPath, [join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.fastify.json"], {
+        cwd: project,
+        encoding: "utf8",
+        stdio: "pipe",
+      });
     } catch (error) {
       output = String((error as { stdout?: string }).stdout) || String(error);
     }

@@ -12,6 +12,7 @@ const entries = [
   "src/adapters/fetch.ts",
   "src/testing/index.ts",
   "src/emulator/index.ts",
+  "src/adapters/fastify.ts",
 ];
 
 /** Names an entry exports, values and types, read from its source. */

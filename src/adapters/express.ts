@@ -25,7 +25,8 @@ export type ExpressWebhookOptions = HandlerOptions<[req: IncomingMessage, res: S
 
 const FIX =
   "mount webhookMiddleware before express.json(), express.text() or any other body parser on this route, " +
-  'use express.raw({ type: "*/*" }) for it, or keep the bytes with express.json({ verify: keepRawBody })';
+  'use express.raw({ type: "*/*" }) for it, or keep the bytes with express.json({ verify: keepRawBody }); ' +
+  "in NestJS, create the app with NestFactory.create(AppModule, { rawBody: true })";
 
 /**
  * Express (and Connect, and plain `node:http`) middleware that verifies each delivery.

@@ -4,6 +4,7 @@ const cjs = require("flag-webhooks");
 const express = require("flag-webhooks/express");
 const koa = require("flag-webhooks/koa");
 const fetchAdapter = require("flag-webhooks/fetch");
+const fastify = require("flag-webhooks/fastify");
 
 const [secret, body, signature] = JSON.parse(process.argv[2]);
 
@@ -18,7 +19,7 @@ const [secret, body, signature] = JSON.parse(process.argv[2]);
     JSON.stringify({
       node: process.version,
       exports: Object.keys(cjs).sort(),
-      adapters: [express, koa, fetchAdapter].map((m) => Object.keys(m).sort().join(",")),
+      adapters: [express, koa, fetchAdapter, fastify].map((m) => Object.keys(m).sort().join(",")),
       verified,
       type: event.type,
       code: thrown.code,

@@ -3,6 +3,7 @@
 import { createRequire } from "node:module";
 import * as esm from "flag-webhooks";
 import * as express from "flag-webhooks/express";
+import * as fastify from "flag-webhooks/fastify";
 import * as fetchAdapter from "flag-webhooks/fetch";
 import * as koa from "flag-webhooks/koa";
 
@@ -20,7 +21,7 @@ console.log(
   JSON.stringify({
     node: process.version,
     exports: Object.keys(esm).sort(),
-    adapters: [express, koa, fetchAdapter].map((m) => Object.keys(m).sort().join(",")),
+    adapters: [express, koa, fetchAdapter, fastify].map((m) => Object.keys(m).sort().join(",")),
     verified,
     type: event.type,
     code: thrown.code,
