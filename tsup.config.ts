@@ -6,6 +6,8 @@ export default defineConfig({
     express: "src/adapters/express.ts",
     koa: "src/adapters/koa.ts",
     fetch: "src/adapters/fetch.ts",
+    hono: "src/adapters/hono.ts",
+    lambda: "src/adapters/lambda.ts",
   },
   format: ["esm", "cjs"],
   dts: true,

@@ -9,7 +9,7 @@ export default defineConfig({
     // The packed package itself is tested in test/package.test.ts.
     alias: [
       { find: /^flag-webhooks$/, replacement: src("index.ts") },
-      { find: /^flag-webhooks\/(express|koa|fetch)$/, replacement: src("adapters/$1.ts") },
+      { find: /^flag-webhooks\/(express|koa|fetch|hono|lambda)$/, replacement: src("adapters/$1.ts") },
     ],
   },
   test: {
