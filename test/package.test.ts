@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -37,7 +37,13 @@ const adapterResults = {
   adapterError: "invalid_signature",
   adapterInstanceofImport: true,
   adapterInstanceofRequire: true,
+  // flag-webhooks/lambda answered a signed function URL event.
+  lambdaStatus: 204,
 };
+
+// flag-webhooks/hono and flag-webhooks/lambda. The Hono entry loads with no hono installed: it
+// imports only Hono's types.
+ADAPTER_EXPORTS.push("webhookMiddleware", "webhookHandler");
 
 let project: string;
 const { secret, body, signature } = vector("flag-updated-compact");
@@ -114,6 +120,9 @@ describe("the packed package", () => {
   });
 
   it("type-checks CommonJS and ES module consumers under module Node16", () => {
+    // flag-webhooks/hono's types refer to Hono's, as in a project that uses Hono (installed last,
+    // so the tests above ran without it).
+    symlinkSync(join(root, "node_modules/hono"), join(project, "node_modules/hono"), "dir");
     writeFileSync(
       join(project, "tsconfig.json"),
       JSON.stringify({

@@ -34,7 +34,7 @@ describe("bundle size", () => {
     expect(size).toBeLessThanOrEqual(CORE_BUDGET);
   });
 
-  it.each(["express", "koa", "fetch"])(
+  it.each(["express", "koa", "fetch", "hono", "lambda"])(
     `keeps the %s adapter within ${ADAPTER_BUDGET} bytes on top of the core`,
     async (entry) => {
       const [core, total] = await Promise.all([gzippedSize("index"), gzippedSize(entry)]);

@@ -8,7 +8,15 @@ export function codeOf(event: WebhookEvent): string | WebhookErrorCode {
 
 import { webhookMiddleware } from "flag-webhooks/express";
 import { verifyRequest } from "flag-webhooks/fetch";
+import { webhookMiddleware as honoMiddleware } from "flag-webhooks/hono";
+import { webhookHandler as lambdaHandler } from "flag-webhooks/lambda";
+import { Hono } from "hono";
 
 export const middleware = webhookMiddleware({ secret: ["a", "b"], limit: "1mb" });
 export const verified: (request: Request) => Promise<WebhookEvent> = (request) =>
   verifyRequest(request, { secret: "s" });
+
+export const app = new Hono().post("/webhooks", honoMiddleware({ secret: "s" }), (c) =>
+  c.text(c.var.webhookEvent.type),
+);
+export const lambda = lambdaHandler({ secret: "s", onEvent: (event, lambdaEvent) => void [event.id, lambdaEvent] });
