@@ -271,9 +271,12 @@ export function createReceiver<Context extends unknown[]>(
     try {
       value = await onEvent?.(accepted.event, ...context);
     } catch (error) {
-      report(error, context);
       await accepted.settle(false);
-      // The handler's own message may hold internals; the client gets the generic handler_error.
+      // A WebhookError keeps its own answer (a queue hand-off's store_unavailable, say); anything
+      // else is reported, and the client gets the generic handler_error: the handler's own
+      // message may hold internals.
+      if (error instanceof WebhookError) return refuse(error, context);
+      report(error, context);
       return errorResponse(undefined);
     }
     await accepted.settle(true);

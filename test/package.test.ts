@@ -22,8 +22,12 @@ const nodes = [
 ];
 
 const CORE_EXPORTS = [
+  "DUPLICATE_HEADER",
+  "MemoryDedupeStore",
+  "RedisDedupeStore",
   "SIGNATURE_HEADER",
   "WebhookError",
+  "createRouter",
   "parseEvent",
   "sign",
   "toErrorBody",
@@ -31,7 +35,7 @@ const CORE_EXPORTS = [
   "verifySignature",
 ];
 
-const ADAPTER_EXPORTS = ["webhookMiddleware", "webhookMiddleware", "verifyRequest,webhookHandler"];
+const ADAPTER_EXPORTS = ["keepRawBody,webhookMiddleware", "webhookMiddleware", "verifyRequest,webhookHandler"];
 const adapterResults = {
   adapters: ADAPTER_EXPORTS,
   adapterError: "invalid_signature",
