@@ -1,4 +1,4 @@
-import type { Context, MiddlewareHandler } from "hono";
+import type { Context, Env, MiddlewareHandler } from "hono";
 import type { WebhookEvent } from "../events.js";
 import type { Payload } from "../payload.js";
 import { createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
@@ -46,7 +46,8 @@ interface HonoRequestLike {
  * 500 `handler_error` if it throws. A refused delivery gets its status and
  * `{ "error": { "code", "message" } }`. It reads the body itself from `c.req.raw`; a body already
  * read through `c.req.text()` or `c.req.arrayBuffer()` is taken from Hono's cache, and the handlers
- * after it can still call `c.req.json()`.
+ * after it can still call `c.req.json()`. The type parameter is the app's own environment, for a
+ * middleware made inside another one (`webhookMiddleware<{ Bindings: Bindings }>(…)(c, next)`).
  *
  * @example
  * ```ts
@@ -60,7 +61,8 @@ interface HonoRequestLike {
  * });
  * ```
  */
-export function webhookMiddleware(options: HonoWebhookOptions): MiddlewareHandler<WebhookEnv> {
+// biome-ignore lint/complexity/noBannedTypes: `{}` is Hono's own "no environment" (BlankEnv).
+export function webhookMiddleware<E extends Env = {}>(options: HonoWebhookOptions): MiddlewareHandler<E & WebhookEnv> {
   const receiver = createReceiver(options, (value) => value instanceof Response);
 
   return async function flagWebhooksHono(c, next) {

@@ -7,7 +7,7 @@ import { SIGNATURE_HEADER } from "../signature.js";
 // Structural types of the events and results, so the package needs no runtime dependency and no
 // @types/aws-lambda: API Gateway's (and @types/aws-lambda's) events are assignable to them.
 
-/** An API Gateway REST API proxy event, or an HTTP API payload format 1.0 event (an ALB event has this shape too). */
+/** An API Gateway REST API proxy event, or an HTTP API payload format 1.0 event. */
 export interface LambdaProxyEventV1 {
   httpMethod: string;
   /** One value per header (the last one when it was repeated); names in any case. */
