@@ -2,6 +2,7 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { Hono } from "hono";
+import { HTTPException } from "hono/http-exception";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { webhookMiddleware } from "../src/adapters/hono.js";
 import { MemoryDedupeStore, type WebhookEvent } from "../src/index.js";
@@ -62,6 +63,15 @@ function app(): Hono {
     (c) => c.json({ type: c.var.webhookEvent.type }),
   );
   app.post(
+    "/read-first/blob",
+    async (c, next) => {
+      await c.req.blob();
+      await next();
+    },
+    webhookMiddleware({ secret }),
+    (c) => c.json({ type: c.var.webhookEvent.type }),
+  );
+  app.post(
     "/read-first/raw",
     async (c, next) => {
       await c.req.raw.text();
@@ -97,12 +107,21 @@ function app(): Hono {
     if (count("throws") === 1) throw new Error("boom");
     return c.body(null, 204);
   });
+  app.post("/dedupe/throws-4xx", webhookMiddleware({ secret, dedupe: dedupe() }), (c) => {
+    if (count("throws-4xx") === 1) throw new HTTPException(409, { message: "busy" });
+    return c.body(null, 204);
+  });
+  app.post("/dedupe/throws-non-error", webhookMiddleware({ secret, dedupe: dedupe() }), (c) => {
+    // Hono's compose hands only Error instances to app.onError: this one reaches the middleware.
+    if (count("throws-non-error") === 1) throw "not an Error";
+    return c.body(null, 204);
+  });
   app.post("/dedupe/4xx", webhookMiddleware({ secret, dedupe: dedupe() }), (c) => {
     count("4xx");
     return c.json({ error: "unprocessable" }, 422);
   });
   app.post("/json", async (c) => c.json(await c.req.json()));
-  app.onError((_, c) => c.text("application error", 500));
+  app.onError((error, c) => (error instanceof HTTPException ? error.getResponse() : c.text("application error", 500)));
   return app;
 }
 
@@ -144,17 +163,20 @@ describe("Hono middleware without onEvent", () => {
 });
 
 describe("Hono bodies read before the middleware", () => {
-  it.each(["text", "json", "arraybuffer"])("verifies the body Hono cached for c.req.%s()", async (how) => {
+  it.each(["text", "json", "arraybuffer", "blob"])("verifies the body Hono cached for c.req.%s()", async (how) => {
     const response = await post(`/read-first/${how}`);
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ type: "flag.updated" });
   });
 
-  it.each(["text", "json", "arraybuffer"])("still refuses a tampered body Hono cached for c.req.%s()", async (how) => {
-    const response = await post(`/read-first/${how}`, tampered);
-    expect(response.status).toBe(401);
-    expect((await errorOf(response)).code).toBe("invalid_signature");
-  });
+  it.each(["text", "json", "arraybuffer", "blob"])(
+    "still refuses a tampered body Hono cached for c.req.%s()",
+    async (how) => {
+      const response = await post(`/read-first/${how}`, tampered);
+      expect(response.status).toBe(401);
+      expect((await errorOf(response)).code).toBe("invalid_signature");
+    },
+  );
 
   it("applies the limit to a cached body", async () => {
     const response = await post("/read-first/arraybuffer", Buffer.concat([body, Buffer.from(" ")]));
@@ -222,6 +244,18 @@ describe("Hono middleware and dedupe: the route's outcome settles the claim", ()
     expect(await failed.text()).toBe("application error");
     expect((await post("/dedupe/throws")).status).toBe(204);
     expect(runs.throws).toBe(2);
+  });
+
+  it("releases the claim when the route throws an error answered below 500 (HTTPException 409)", async () => {
+    expect((await post("/dedupe/throws-4xx")).status).toBe(409);
+    expect((await post("/dedupe/throws-4xx")).status).toBe(204);
+    expect(runs["throws-4xx"]).toBe(2);
+  });
+
+  it("releases the claim when the route throws something that is not an Error, and lets it through", async () => {
+    expect((await post("/dedupe/throws-non-error")).status).toBe(500);
+    expect((await post("/dedupe/throws-non-error")).status).toBe(204);
+    expect(runs["throws-non-error"]).toBe(2);
   });
 
   it("counts a route's own 4xx answer as handled", async () => {
