@@ -10,10 +10,11 @@ export default defineConfig({
     alias: [
       { find: /^flag-webhooks$/, replacement: src("index.ts") },
       { find: /^flag-webhooks\/(express|koa|fetch|hono|lambda)$/, replacement: src("adapters/$1.ts") },
+      { find: /^flag-webhooks\/testing$/, replacement: src("testing/index.ts") },
     ],
   },
   test: {
-    include: ["test/**/*.test.ts"],
+    include: ["test/**/*.test.ts", "examples/**/*.test.ts"],
     typecheck: { enabled: true, include: ["test/**/*.test-d.ts"], tsconfig: "./tsconfig.test.json" },
     testTimeout: 30_000,
     hookTimeout: 60_000,

@@ -5,9 +5,15 @@ import { describe, expect, it } from "vitest";
 
 const root = resolve(import.meta.dirname, "..");
 const readme = readFileSync(resolve(root, "README.md"), "utf8");
-const entries = ["src/index.ts", "src/adapters/express.ts", "src/adapters/koa.ts", "src/adapters/fetch.ts"];
-// flag-webhooks/hono and flag-webhooks/lambda.
-entries.push("src/adapters/hono.ts", "src/adapters/lambda.ts");
+const entries = [
+  "src/index.ts",
+  "src/adapters/express.ts",
+  "src/adapters/koa.ts",
+  "src/adapters/fetch.ts",
+  "src/testing/index.ts",
+  "src/adapters/hono.ts",
+  "src/adapters/lambda.ts",
+];
 
 /** Names an entry exports, values and types, read from its source. */
 function exportedNames(file: string): string[] {

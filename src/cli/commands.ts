@@ -1,0 +1,7 @@
+import type { Command } from "./command.js";
+import { sendCommand } from "./send.js";
+import { signCommand } from "./sign.js";
+import { verifyCommand } from "./verify.js";
+
+/** Every subcommand, in the order the help lists them. A new one is one file and one line here. */
+export const commands: Command[] = [sendCommand, signCommand, verifyCommand];
