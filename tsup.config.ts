@@ -11,6 +11,8 @@ export default defineConfig([
       koa: "src/adapters/koa.ts",
       fetch: "src/adapters/fetch.ts",
       fastify: "src/adapters/fastify.ts",
+      hono: "src/adapters/hono.ts",
+      lambda: "src/adapters/lambda.ts",
       testing: "src/testing/index.ts",
       emulator: "src/emulator/index.ts",
     },

@@ -47,7 +47,13 @@ const adapterResults = {
   adapterError: "invalid_signature",
   adapterInstanceofImport: true,
   adapterInstanceofRequire: true,
+  // flag-webhooks/lambda answered a signed function URL event.
+  lambdaStatus: 204,
 };
+
+// flag-webhooks/hono and flag-webhooks/lambda. The Hono entry loads with no hono installed: it
+// imports only Hono's types.
+ADAPTER_EXPORTS.push("webhookMiddleware", "webhookHandler");
 
 let project: string;
 const { secret, body, signature } = vector("flag-updated-compact");
@@ -141,6 +147,9 @@ describe("the packed package", () => {
   });
 
   it("type-checks CommonJS and ES module consumers under module Node16", () => {
+    // flag-webhooks/hono's types refer to Hono's, as in a project that uses Hono (installed last,
+    // so the tests above ran without it).
+    symlinkSync(join(root, "node_modules/hono"), join(project, "node_modules/hono"), "dir");
     writeFileSync(
       join(project, "tsconfig.json"),
       JSON.stringify({

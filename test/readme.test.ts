@@ -13,6 +13,8 @@ const entries = [
   "src/testing/index.ts",
   "src/emulator/index.ts",
   "src/adapters/fastify.ts",
+  "src/adapters/hono.ts",
+  "src/adapters/lambda.ts",
 ];
 
 /** Names an entry exports, values and types, read from its source. */

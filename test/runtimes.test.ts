@@ -15,13 +15,15 @@ import { vector, vectors } from "./vectors.js";
 
 // The fetch adapter and the core, built, in the runtimes users deploy them to: Bun, Deno, and
 // Cloudflare's workerd with no compatibility flags. The same case table as test/adapters.test.ts
-// runs inside each runtime (test/runtimes/runner.ts), then the three runtime examples are served
-// there unmodified. Needs a built dist: FLAG_WEBHOOKS_DIST, else ./dist (`npm test` builds it),
+// runs inside each runtime (test/runtimes/runner.ts), through the fetch handler and through the
+// Hono middleware in a Hono app, then the three runtime examples are served there unmodified. Needs a built dist: FLAG_WEBHOOKS_DIST, else ./dist (`npm test` builds it),
 // which is copied first and loaded from the copy.
 
 const root = resolve(import.meta.dirname, "..");
 const builtDist = resolve(process.env.FLAG_WEBHOOKS_DIST ?? join(root, "dist"));
 const here = join(root, "test/runtimes");
+// Hono's own ES module build, loaded by Bun and Deno from its file as the Worker bundle inlines it.
+const honoDir = join(root, "node_modules/hono");
 const bin = (name: string) => join(root, "node_modules/.bin", name);
 const TIMEOUT = 30_000;
 
@@ -102,6 +104,8 @@ const scratch = prepare(async (): Promise<Scratch> => {
     modules: {
       core: pathToFileURL(join(dist, "index.js")).href,
       adapter: pathToFileURL(join(dist, "fetch.js")).href,
+      honoAdapter: pathToFileURL(join(dist, "hono.js")).href,
+      hono: pathToFileURL(join(honoDir, "dist/index.js")).href,
     },
   };
   const inputPath = join(work, "input.json");
@@ -139,7 +143,7 @@ async function snapshot(from: string, to: string): Promise<string> {
 
 /** The ESM entries the runtimes load, and every file they import, that `dist` lacks. */
 function missingFiles(dist: string): string[] {
-  const entries = ["index.js", "fetch.js"];
+  const entries = ["index.js", "fetch.js", "hono.js"];
   const missing = entries.filter((file) => !existsSync(join(dist, file)));
   if (missing.length > 0) return missing;
   for (const file of readdirSync(dist).filter((name) => name.endsWith(".js"))) {
@@ -231,9 +235,11 @@ const CASE_WORKER = `
 import { runSuite } from "./runner.ts";
 import * as core from "flag-webhooks";
 import * as adapter from "flag-webhooks/fetch";
+import * as honoAdapter from "flag-webhooks/hono";
+import { Hono } from "hono";
 export default {
   async fetch(request) {
-    return Response.json(await runSuite(await request.json(), { core, adapter }));
+    return Response.json(await runSuite(await request.json(), { core, adapter, hono: { adapter: honoAdapter, Hono } }));
   },
 };
 `;
@@ -260,7 +266,7 @@ const runtimes: Runtime[] = [
       runJson(
         "Deno",
         bin("deno"),
-        ["run", ...denoFlags, `--allow-read=${dist},${here},${inputPath}`, join(here, "deno.ts"), inputPath],
+        ["run", ...denoFlags, `--allow-read=${dist},${here},${inputPath},${honoDir}`, join(here, "deno.ts"), inputPath],
         denoEnv(work),
       ),
   },
@@ -333,6 +339,17 @@ describe.each(named(runtimes))("the fetch handler and the core under %s", (_, ru
 
   it("keeps serving valid deliveries after every hostile request in the table", () => {
     expectAnswer(cases[0] as DeliveryCase, run().afterHostile);
+  });
+
+  it.each(named(cases))("Hono middleware in a Hono app: %s", (_, c) => {
+    expectAnswer(
+      c,
+      run().hono?.cases.find((a) => a.name === c.name),
+    );
+  });
+
+  it("Hono middleware in a Hono app: keeps serving valid deliveries after every hostile request", () => {
+    expectAnswer(cases[0] as DeliveryCase, run().hono?.afterHostile);
   });
 
   it.each(named(wireVectors))("signs and verifies the openssl vector %s", (_, v) => {

@@ -47,7 +47,7 @@ describe("bundle size", () => {
     expect(size).toBeLessThanOrEqual(CORE_BUDGET);
   });
 
-  it.each(["express", "koa", "fetch", "fastify"])(
+  it.each(["express", "koa", "fetch", "fastify", "hono", "lambda"])(
     `keeps the %s adapter within ${ADAPTER_BUDGET} bytes on top of the core`,
     async (entry) => {
       const [core, total] = await Promise.all([gzippedSize("index"), gzippedSize(entry)]);

@@ -15,9 +15,17 @@ export async function handle(body: Buffer, signature: string | undefined): Promi
 // Every adapter entry resolves with types from CommonJS under Node16 too.
 import { webhookMiddleware as express } from "flag-webhooks/express";
 import { webhookHandler } from "flag-webhooks/fetch";
+import { webhookMiddleware as hono, type WebhookEnv } from "flag-webhooks/hono";
 import { webhookMiddleware as koa, type WebhookState } from "flag-webhooks/koa";
+import { type LambdaProxyResult, webhookHandler as lambda } from "flag-webhooks/lambda";
 
 export const handlers = [express({ secret: "s" }), koa({ secret: "s" }), webhookHandler({ secret: "s", onEvent() {} })];
+export const honoMiddleware = hono({ secret: "s" });
+export type HonoVariables = WebhookEnv["Variables"];
+export const lambdaResult: Promise<LambdaProxyResult> = lambda({ secret: "s", onEvent() {} })(
+  { httpMethod: "POST", headers: {}, body: null, isBase64Encoded: false },
+  { awsRequestId: "r", getRemainingTimeInMillis: () => 1000 },
+);
 export type State = WebhookState;
 
 import { createEmulator, type Delivery } from "flag-webhooks/emulator";

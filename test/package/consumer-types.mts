@@ -8,6 +8,9 @@ export function codeOf(event: WebhookEvent): string | WebhookErrorCode {
 
 import { webhookMiddleware } from "flag-webhooks/express";
 import { verifyRequest } from "flag-webhooks/fetch";
+import { webhookMiddleware as honoMiddleware } from "flag-webhooks/hono";
+import { webhookHandler as lambdaHandler } from "flag-webhooks/lambda";
+import { Hono } from "hono";
 
 export const middleware = webhookMiddleware({ secret: ["a", "b"], limit: "1mb" });
 export const verified: (request: Request) => Promise<WebhookEvent> = (request) =>
@@ -16,3 +19,7 @@ export const verified: (request: Request) => Promise<WebhookEvent> = (request) =
 import { createEmulator, type Emulator } from "flag-webhooks/emulator";
 
 export const emulator: Promise<Emulator> = createEmulator({ retry: { initialDelayMs: 10 } });
+export const app = new Hono().post("/webhooks", honoMiddleware({ secret: "s" }), (c) =>
+  c.text(c.var.webhookEvent.type),
+);
+export const lambda = lambdaHandler({ secret: "s", onEvent: (event, lambdaEvent) => void [event.id, lambdaEvent] });

@@ -5,6 +5,8 @@ const express = require("flag-webhooks/express");
 const koa = require("flag-webhooks/koa");
 const fetchAdapter = require("flag-webhooks/fetch");
 const fastify = require("flag-webhooks/fastify");
+const hono = require("flag-webhooks/hono");
+const lambda = require("flag-webhooks/lambda");
 
 const [secret, body, signature] = JSON.parse(process.argv[2]);
 
@@ -15,11 +17,19 @@ const [secret, body, signature] = JSON.parse(process.argv[2]);
   const esm = await import("flag-webhooks");
   const request = new Request("http://x/", { method: "POST", body: "{}", headers: { "service-signature": signature } });
   const fromAdapter = await fetchAdapter.verifyRequest(request, { secret }).catch((e) => e);
+  const lambdaEvent = {
+    requestContext: { http: { method: "POST" } },
+    headers: { "service-signature": signature },
+    body: Buffer.from(body, "hex").toString("base64"),
+    isBase64Encoded: true,
+  };
+  const lambdaResult = await lambda.webhookHandler({ secret, onEvent() {} })(lambdaEvent, {});
   console.log(
     JSON.stringify({
       node: process.version,
       exports: Object.keys(cjs).sort(),
-      adapters: [express, koa, fetchAdapter, fastify].map((m) => Object.keys(m).sort().join(",")),
+      adapters: [express, koa, fetchAdapter, fastify, hono, lambda].map((m) => Object.keys(m).sort().join(",")),
+      lambdaStatus: lambdaResult.statusCode,
       verified,
       type: event.type,
       code: thrown.code,

@@ -5,7 +5,9 @@ import * as esm from "flag-webhooks";
 import * as express from "flag-webhooks/express";
 import * as fastify from "flag-webhooks/fastify";
 import * as fetchAdapter from "flag-webhooks/fetch";
+import * as hono from "flag-webhooks/hono";
 import * as koa from "flag-webhooks/koa";
+import * as lambda from "flag-webhooks/lambda";
 
 const require = createRequire(import.meta.url);
 const [secret, body, signature] = JSON.parse(process.argv[2]);
@@ -16,12 +18,21 @@ const thrown = await esm.verifyEvent({ secret, payload: "x", signature: "0".repe
 const cjs = require("flag-webhooks");
 const request = new Request("http://x/", { method: "POST", body: "{}", headers: { "service-signature": signature } });
 const fromAdapter = await fetchAdapter.verifyRequest(request, { secret }).catch((e) => e);
+// A function URL event with a base64 body, as Lambda would pass it.
+const lambdaEvent = {
+  requestContext: { http: { method: "POST" } },
+  headers: { "service-signature": signature },
+  body: Buffer.from(body, "hex").toString("base64"),
+  isBase64Encoded: true,
+};
+const lambdaResult = await lambda.webhookHandler({ secret, onEvent() {} })(lambdaEvent, {});
 
 console.log(
   JSON.stringify({
     node: process.version,
     exports: Object.keys(esm).sort(),
-    adapters: [express, koa, fetchAdapter, fastify].map((m) => Object.keys(m).sort().join(",")),
+    adapters: [express, koa, fetchAdapter, fastify, hono, lambda].map((m) => Object.keys(m).sort().join(",")),
+    lambdaStatus: lambdaResult.statusCode,
     verified,
     type: event.type,
     code: thrown.code,

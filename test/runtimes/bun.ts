@@ -11,4 +11,7 @@ const input = JSON.parse(await Bun.file(inputPath).text()) as SuiteInput;
 if (!input.modules) throw new Error("the input names no modules to load");
 // runner.js is evaluated before these imports, so its HMAC probe sees the library load.
 const lib: Library = { core: await import(input.modules.core), adapter: await import(input.modules.adapter) };
+if (input.modules.honoAdapter && input.modules.hono) {
+  lib.hono = { adapter: await import(input.modules.honoAdapter), Hono: (await import(input.modules.hono)).Hono };
+}
 console.log(JSON.stringify(await runSuite(input, lib)));

@@ -13,5 +13,11 @@ const inputPath = Deno.args[0];
 if (!inputPath) throw new Error("usage: deno run test/runtimes/deno.ts <input.json>");
 const input = JSON.parse(await Deno.readTextFile(inputPath)) as import("./runner.js").SuiteInput;
 if (!input.modules) throw new Error("the input names no modules to load");
-const lib = { core: await import(input.modules.core), adapter: await import(input.modules.adapter) };
+const lib: import("./runner.js").Library = {
+  core: await import(input.modules.core),
+  adapter: await import(input.modules.adapter),
+};
+if (input.modules.honoAdapter && input.modules.hono) {
+  lib.hono = { adapter: await import(input.modules.honoAdapter), Hono: (await import(input.modules.hono)).Hono };
+}
 console.log(JSON.stringify(await runSuite(input, lib)));

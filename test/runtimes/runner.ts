@@ -8,7 +8,9 @@
  * Importing this module first also installs the HMAC probe below, so it must be evaluated before
  * flag-webhooks is loaded: the library picks its HMAC implementation once, at load.
  */
+import type { Hono } from "hono";
 import type * as Adapter from "../../src/adapters/fetch.js";
+import type * as HonoAdapter from "../../src/adapters/hono.js";
 import type * as Core from "../../src/index.js";
 
 /** One delivery of the case table, as JSON: bytes as hex, signatures already computed. */
@@ -37,8 +39,11 @@ export interface SuiteInput {
   limit: number;
   cases: WireCase[];
   vectors: WireVector[];
-  /** Module URLs of the built core and fetch adapter, for runtimes that load dist directly. */
-  modules?: { core: string; adapter: string };
+  /**
+   * Module URLs of the built core and fetch adapter, for runtimes that load dist directly, and of
+   * the Hono middleware and Hono itself, for the runtimes the Hono table runs in.
+   */
+  modules?: { core: string; adapter: string; honoAdapter?: string; hono?: string };
 }
 
 /** What the runtime's fetch handler answered, or what it threw. */
@@ -83,11 +88,15 @@ export interface SuiteResult {
   /** The first case sent again after every other one. */
   afterHostile: Answer;
   vectors: VectorResult[];
+  /** The same cases through the Hono middleware in a Hono app, when the library includes it. */
+  hono?: { cases: Answer[]; afterHostile: Answer };
 }
 
 export interface Library {
   core: typeof Core;
   adapter: typeof Adapter;
+  /** The built Hono middleware and the `Hono` class, to run the table through a Hono app too. */
+  hono?: { adapter: typeof HonoAdapter; Hono: typeof Hono };
 }
 
 const probe: HmacProbe = installProbe();
@@ -135,14 +144,25 @@ export async function runSuite(input: SuiteInput, lib: Library): Promise<SuiteRe
     limit: input.limit,
     onEvent: (event) => Response.json({ received: event }),
   });
-  const cases: Answer[] = [];
-  for (const c of input.cases) cases.push(await answer(handler, c));
-  const first = input.cases[0];
-  if (!first) throw new Error("the case table is empty");
-  const afterHostile = await answer(handler, first);
+  const { cases, afterHostile } = await runCases(handler, input.cases);
   const vectors: VectorResult[] = [];
   for (const v of input.vectors) vectors.push(await checkVector(lib.core, v));
-  return { userAgent: navigator.userAgent, hmac: probe, cases, afterHostile, vectors };
+  const result: SuiteResult = { userAgent: navigator.userAgent, hmac: probe, cases, afterHostile, vectors };
+  if (lib.hono) {
+    const app = new lib.hono.Hono();
+    const middleware = lib.hono.adapter.webhookMiddleware({ secret: input.secrets, limit: input.limit });
+    app.all("/webhooks", middleware, (c) => c.json({ received: c.var.webhookEvent }));
+    result.hono = await runCases(async (request) => app.fetch(request), input.cases);
+  }
+  return result;
+}
+
+async function runCases(handler: (request: Request) => Promise<Response>, table: WireCase[]) {
+  const cases: Answer[] = [];
+  for (const c of table) cases.push(await answer(handler, c));
+  const first = table[0];
+  if (!first) throw new Error("the case table is empty");
+  return { cases, afterHostile: await answer(handler, first) };
 }
 
 function toRequest(c: WireCase): Request {
