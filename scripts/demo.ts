@@ -1,65 +1,174 @@
-// `npm run demo`: starts the Express example on a free loopback port, sends it real signed
-// deliveries over HTTP, and prints what the receiver saw and answered. Exits 1 if any answer
-// differs from what the library promises.
-import { randomBytes } from "node:crypto";
+// `npm run demo`: the whole story, on this machine. It starts the emulator of the feature-flag
+// service and an Express app that receives its webhooks with flag-webhooks (a typed router,
+// maxAge and dedupe); registers the app, creates a flag, turns it on, rolls it out, and shows each
+// signed delivery arriving as a typed event; then a tampered copy refused, a duplicate absorbed,
+// a stale replay refused (sent with the flag-webhooks command), a deleted webhook that gets
+// nothing more. Exits 1 if anything is not as promised.
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
-import { SIGNATURE_HEADER, sign } from "flag-webhooks";
-import { createApp } from "../examples/express.js";
-
-const secret = randomBytes(24).toString("hex"); // a fresh secret each run; never printed
-const app = createApp(secret);
-const server = app.listen(0, "127.0.0.1");
-await new Promise((resolve) => server.once("listening", resolve));
-const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
-console.log(`Express example listening on ${url}\n`);
-
-const event = {
-  id: "evt_demo_1",
-  type: "flag.updated",
-  createdAt: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
-  environment: "production",
-  data: {
-    flag: "new-checkout",
-    changes: [{ path: "rollout.percent", from: 10, to: 50 }],
-    actor: { type: "user", email: "dana@example.com" },
-  },
-};
-const body = JSON.stringify(event);
-const signature = await sign({ secret, payload: body });
-
-const deliveries: { what: string; body: string; headers: Record<string, string>; expect: number }[] = [
-  { what: "a valid flag.updated delivery", body, headers: { [SIGNATURE_HEADER]: signature }, expect: 200 },
-  {
-    what: "the same delivery with the body tampered (50 → 90)",
-    body: body.replace('"to":50', '"to":90'),
-    headers: { [SIGNATURE_HEADER]: signature },
-    expect: 401,
-  },
-  { what: "a delivery with no signature header", body, headers: {}, expect: 401 },
-  {
-    what: "a signed body of 1 MiB + 1 byte (over the default limit)",
-    body: body + " ".repeat(1024 * 1024 + 1 - body.length),
-    headers: { [SIGNATURE_HEADER]: await sign({ secret, payload: body + " ".repeat(1024 * 1024 + 1 - body.length) }) },
-    expect: 413,
-  },
-];
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { promisify } from "node:util";
+import express from "express";
+import { createRouter, MemoryDedupeStore } from "flag-webhooks";
+import { createEmulator, type Delivery } from "flag-webhooks/emulator";
+import { webhookMiddleware } from "flag-webhooks/express";
+import { describeEvent } from "../examples/handle-events.js";
 
 let failures = 0;
-for (const delivery of deliveries) {
-  const response = await fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...delivery.headers },
-    body: delivery.body,
-  });
-  const answer = await response.text();
-  const ok = response.status === delivery.expect;
+function check(ok: boolean, what: string): void {
   if (!ok) failures++;
-  console.log(`→ sent ${delivery.what} (${Buffer.byteLength(delivery.body)} bytes)`);
-  console.log(`← ${response.status} ${answer}${ok ? "" : `   ✗ expected ${delivery.expect}`}\n`);
+  console.log(`   ${ok ? "✓" : "✗"} ${what}`);
 }
 
-server.close();
-console.log(
-  failures === 0 ? "All deliveries were answered as expected." : `${failures} answer(s) were not as expected.`,
+// The app: one typed router as its handler, a five-minute replay window, and dedupe by event id.
+const handled: string[] = [];
+const router = createRouter().onAny((event) => {
+  handled.push(event.id);
+  return { status: 200, body: { received: event.id, summary: describeEvent(event) } };
+});
+let secret = "";
+const app = express();
+app.post("/webhooks", (req, res, next) => receive(req, res, next));
+let receive: express.RequestHandler = (_req, res) => void res.sendStatus(503);
+const server = app.listen(0, "127.0.0.1");
+await new Promise((done) => server.once("listening", done));
+const appUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
+
+const emulator = await createEmulator({
+  retry: { initialDelayMs: 50 },
+  actor: { type: "user", email: "dana@example.com" },
+});
+console.log(`Emulator of the feature-flag service: API ${emulator.url}, page ${emulator.pageUrl}`);
+console.log(`Express app listening on ${appUrl}, with maxAge "5m" and dedupe by event id\n`);
+
+async function api(method: string, path: string, body?: unknown): Promise<unknown> {
+  const base = path.startsWith("/_emulator") ? emulator.pageUrl.slice(0, -1) : `${emulator.url}/projects/demo`;
+  const response = await fetch(base + path, {
+    method,
+    headers: { authorization: `Bearer ${emulator.token}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return text ? JSON.parse(text) : { status: response.status };
+}
+
+/** Runs a step, waits for its deliveries, and prints each one with the app's answer. */
+async function step(title: string, action: () => Promise<unknown>): Promise<Delivery[]> {
+  console.log(`→ ${title}`);
+  const before = new Set(emulator.deliveries().map((d) => d.id));
+  await action();
+  await emulator.settled();
+  const sent = emulator.deliveries().filter((d) => !before.has(d.id));
+  for (const delivery of sent) {
+    const attempt = delivery.attempts.at(-1);
+    const kind = delivery.kind === "event" ? "" : ` (${delivery.kind})`;
+    console.log(
+      `   ${delivery.event.type} ${delivery.event.environment}${kind} ← ${attempt?.status ?? attempt?.error} ${attempt?.responseBody ?? ""}`,
+    );
+  }
+  if (sent.length === 0) console.log("   (no delivery)");
+  return sent;
+}
+
+const last = (delivery: Delivery | undefined) => delivery?.attempts.at(-1);
+const answer = (delivery: Delivery | undefined) => JSON.parse(last(delivery)?.responseBody || "{}");
+
+const webhook = (await api("POST", "/webhooks", {
+  url: appUrl,
+  events: ["flag.created", "flag.updated", "rollout.step"],
+})) as { id: string; secret: string };
+secret = webhook.secret;
+receive = webhookMiddleware({
+  secret,
+  maxAge: "5m",
+  dedupe: { store: new MemoryDedupeStore(), ttl: "10m" },
+  onEvent: router,
+}) as express.RequestHandler;
+console.log(`→ registered the app as webhook ${webhook.id}; its secret went to the app (never printed)\n`);
+
+const created = await step("create the flag new-checkout (switched off in every environment)", () =>
+  api("POST", "/flags", { key: "new-checkout", type: "boolean" }),
 );
+check(
+  created.length === 3 && created.every((d) => d.state === "succeeded"),
+  "one signed flag.created per environment, each accepted",
+);
+
+const [on] = await step("turn it on in production", () =>
+  api("PATCH", "/flags/new-checkout", { environment: "production", on: true }),
+);
+check(
+  answer(on).summary === "dana@example.com changed new-checkout in production (on: false → true)",
+  "the app's router received a typed flag.updated with its changes and actor",
+);
+
+const [rollout] = await step("roll it out to 25% in production", () =>
+  api("PATCH", "/flags/new-checkout", { environment: "production", rollout: { percent: 25 } }),
+);
+check(
+  answer(rollout).summary?.includes("rollout.percent: null → 25") === true,
+  "the change is rollout.percent null → 25",
+);
+
+const [advanced] = await step("the scheduled rollout advances to 50%", () =>
+  api("POST", "/_emulator/projects/demo/flags/new-checkout/rollout-step", { environment: "production", percent: 50 }),
+);
+check(advanced?.state === "succeeded", "rollout.step delivered");
+
+const [tampered] = await step("send a tampered copy of the flag.updated (body changed, signature kept)", () =>
+  api("POST", `/_emulator/deliveries/${on?.id}/tampered-copy`),
+);
+check(answer(tampered).error?.code === "invalid_signature", "the app refused it with 401 invalid_signature");
+
+const runs = handled.length;
+const [duplicate] = await step("redeliver the flag.updated (the same event again, as after a lost answer)", () =>
+  api("POST", `/_emulator/deliveries/${on?.id}/redeliver`),
+);
+check(
+  last(duplicate)?.status === 204 && handled.length === runs,
+  `the duplicate of ${answer(on).received} was absorbed: 204, Webhook-Duplicate, the handler not run again`,
+);
+
+// A delivery captured an hour ago and replayed, correctly signed: the flag-webhooks command sends it.
+console.log("→ replay a correctly signed delivery from an hour ago, with `flag-webhooks send --file`");
+const dir = mkdtempSync(join(tmpdir(), "flag-webhooks-demo-"));
+const stale = join(dir, "stale-event.json");
+writeFileSync(
+  stale,
+  JSON.stringify({
+    id: "evt_captured_an_hour_ago",
+    type: "flag.updated",
+    createdAt: new Date(Date.now() - 3_600_000).toISOString(),
+    environment: "production",
+    data: {
+      flag: "new-checkout",
+      changes: [{ path: "on", from: true, to: false }],
+      actor: { type: "user", email: "mallory@example.com" },
+    },
+  }),
+);
+let sent = "";
+try {
+  // Asynchronously: the app answering it runs in this process.
+  const cli = resolve(import.meta.dirname, "../dist/cli.js");
+  const env = { ...process.env, FLAG_WEBHOOKS_SECRET: secret };
+  sent = (await promisify(execFile)(process.execPath, [cli, "send", appUrl, "--file", stale], { env })).stdout;
+} catch (error) {
+  sent = String((error as { stdout?: string }).stdout ?? error); // exit 1: the receiver did not answer 2xx
+}
+rmSync(dir, { recursive: true, force: true });
+console.log(sent.replace(/^/gm, "   ").trimEnd());
+check(/401/.test(sent) && sent.includes("event_expired"), "the app refused the stale replay with 401 event_expired");
+
+await api("DELETE", `/webhooks/${webhook.id}`);
+const after = await step(`delete webhook ${webhook.id}, then turn the flag off`, () =>
+  api("PATCH", "/flags/new-checkout", { environment: "production", on: false }),
+);
+check(after.length === 0, "a deleted webhook gets nothing more");
+
+await emulator.close();
+server.close();
+console.log(failures === 0 ? "\nEverything happened as promised." : `\n${failures} step(s) were not as promised.`);
 process.exit(failures === 0 ? 0 : 1);

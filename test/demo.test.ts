@@ -5,17 +5,18 @@ import { expect, it } from "vitest";
 
 const root = resolve(import.meta.dirname, "..");
 
-it("npm run demo sends real signed deliveries to the Express example and gets the promised answers", () => {
-  // npm test builds dist before vitest; the demo imports the built package by name.
-  expect(existsSync(join(root, "dist/express.js")), "dist is not built: run npm run build").toBe(true);
+it("npm run demo tells the story end to end on the emulator, as promised", () => {
+  // npm test builds dist before vitest; the demo imports the built package by name and runs dist/cli.js.
+  expect(existsSync(join(root, "dist/emulator.js")), "dist is not built: run npm run build").toBe(true);
   const output = execFileSync(join(root, "node_modules/.bin/tsx"), ["scripts/demo.ts"], {
     cwd: root,
     encoding: "utf8",
-    timeout: 30_000,
+    timeout: 60_000,
   });
-  expect(output).toMatch(/← 200 \{"received":"evt_demo_1"/);
-  expect(output).toMatch(/← 401 \{"error":\{"code":"invalid_signature"/);
-  expect(output).toMatch(/← 401 \{"error":\{"code":"missing_signature"/);
-  expect(output).toMatch(/← 413 \{"error":\{"code":"payload_too_large"/);
-  expect(output).toContain("All deliveries were answered as expected.");
+  expect(output).toMatch(/flag\.updated production ← 200 .*on: false → true/);
+  expect(output).toMatch(/flag\.updated production \(tampered\) ← 401 \{"error":\{"code":"invalid_signature"/);
+  expect(output).toMatch(/flag\.updated production \(redelivery\) ← 204 \n/);
+  expect(output).toContain('"code":"event_expired"');
+  expect(output).not.toContain("✗");
+  expect(output).toContain("Everything happened as promised.");
 });
