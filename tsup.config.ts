@@ -6,6 +6,7 @@ export default defineConfig({
     express: "src/adapters/express.ts",
     koa: "src/adapters/koa.ts",
     fetch: "src/adapters/fetch.ts",
+    bullmq: "src/queue/bullmq.ts",
   },
   format: ["esm", "cjs"],
   dts: true,

@@ -10,6 +10,7 @@ export default defineConfig({
     alias: [
       { find: /^flag-webhooks$/, replacement: src("index.ts") },
       { find: /^flag-webhooks\/(express|koa|fetch)$/, replacement: src("adapters/$1.ts") },
+      { find: /^flag-webhooks\/bullmq$/, replacement: src("queue/bullmq.ts") },
     ],
   },
   test: {
