@@ -276,3 +276,68 @@ describe("enqueueTo and processEvents options", () => {
     }
   });
 });
+
+describe.skipIf(!availability.available)("examples/bullmq (receiver.ts + worker.ts as their own processes)", () => {
+  let redis: RedisServer;
+  const children: ChildProcess[] = [];
+  afterAll(async () => {
+    for (const child of children) {
+      if (child.exitCode === null && child.signalCode === null) process.kill(child.pid as number, "SIGKILL");
+    }
+    await stopRedis(redis);
+  });
+
+  /** Runs an example as its README says (tsx), and resolves with its output once `ready` matches. */
+  function run(
+    file: string,
+    env: Record<string, string>,
+    ready: RegExp,
+  ): Promise<{ output: () => string; match: RegExpMatchArray }> {
+    const child = spawn(process.execPath, ["--import", "tsx", file], {
+      cwd: root,
+      env: { ...process.env, TSX_TSCONFIG_PATH: "tsconfig.test.json", ...env },
+      stdio: "pipe",
+    });
+    children.push(child);
+    let output = "";
+    child.stdout?.on("data", (chunk: Buffer) => {
+      output += chunk;
+    });
+    child.stderr?.on("data", (chunk: Buffer) => {
+      output += chunk;
+    });
+    return new Promise((done, fail) => {
+      const timer = setInterval(() => {
+        const match = output.match(ready);
+        if (match) {
+          clearInterval(timer);
+          done({ output: () => output, match });
+        }
+      }, 50);
+      child.once("exit", (code) => {
+        clearInterval(timer);
+        fail(new Error(`${file} exited with ${code}:\n${output}`));
+      });
+    });
+  }
+
+  it("accepts a delivery with 202 and the worker processes it, typed", async () => {
+    redis = await startRedis();
+    const env = { WEBHOOK_SECRET: secret, REDIS_PORT: String(redis.port), PORT: "0" };
+    const [receiver, worker] = await Promise.all([
+      run("examples/bullmq/receiver.ts", env, /listening on http:\/\/127\.0\.0\.1:(\d+)\/webhooks/),
+      run("examples/bullmq/worker.ts", env, /worker ready/),
+    ]);
+    const { body, signature } = delivery("evt_example_1");
+    const url = `http://127.0.0.1:${receiver.match[1]}/webhooks`;
+    const send = (sig: string) => fetch(url, { method: "POST", headers: { "service-signature": sig }, body });
+    expect((await send(signature)).status).toBe(202);
+    expect((await send(signature)).status).toBe(202); // a duplicate: no second job
+    expect((await send("0".repeat(64))).status).toBe(401);
+    await until(() => worker.output().includes("processed evt_example_1"), 15_000, "the example worker");
+    await sleep(300);
+    expect(worker.output().match(/processed evt_example_1 .*/g)).toEqual([
+      "processed evt_example_1 flag.updated new-checkout (on: false → true) attempt 1",
+    ]);
+  }, 40_000);
+});
