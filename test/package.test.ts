@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -110,6 +110,21 @@ describe("the packed package", () => {
     it("runs the core with no global Buffer and no Node built-ins, on Web Crypto", () => {
       const result = run(bin, ["no-builtins.mjs", args]);
       expect(result).toEqual({ signed: true, verified: true, rejected: true, type: "flag.updated", webCryptoCalls: 2 }); // the malformed signature is refused before any HMAC
+    });
+  });
+
+  it("loads the bullmq entry, through import and require, once bullmq (its optional peer) is installed", () => {
+    // Every test above ran without bullmq in the consumer's node_modules: the core and the
+    // other entries never load it. Here the consumer installs it (the repository's copy).
+    const linked = join(project, "node_modules/bullmq");
+    if (!existsSync(linked)) symlinkSync(join(root, "node_modules/bullmq"), linked, "dir");
+    const result = run(process.execPath, ["bullmq.mjs"]);
+    expect(result).toEqual({
+      esm: ["enqueueTo", "eventJobId", "processEvents"],
+      cjs: ["enqueueTo", "eventJobId", "processEvents"],
+      jobId: "event-a%3Ab",
+      code: "store_unavailable",
+      instanceofRequire: true,
     });
   });
 

@@ -5,7 +5,13 @@ import { describe, expect, it } from "vitest";
 
 const root = resolve(import.meta.dirname, "..");
 const readme = readFileSync(resolve(root, "README.md"), "utf8");
-const entries = ["src/index.ts", "src/adapters/express.ts", "src/adapters/koa.ts", "src/adapters/fetch.ts"];
+const entries = [
+  "src/index.ts",
+  "src/adapters/express.ts",
+  "src/adapters/koa.ts",
+  "src/adapters/fetch.ts",
+  "src/queue/bullmq.ts",
+];
 
 /** Names an entry exports, values and types, read from its source. */
 function exportedNames(file: string): string[] {
