@@ -162,6 +162,34 @@ describe.skipIf(!availability.available)("BullMQ queue hand-off (real redis-serv
     ]);
   });
 
+  it("sets its job defaults under the queue's defaultJobOptions and the options given to enqueueTo", async () => {
+    const event = (id: string) => JSON.parse(delivery(id).body);
+    // A queue of its own name, so the workers above do not run these jobs.
+    const queue = new Queue("flag-events-options", {
+      connection: { host: "127.0.0.1", port: redis.port },
+      defaultJobOptions: { attempts: 2 },
+    });
+    queue.on("error", () => {}); // Redis is stopped on purpose below
+    queues.push(queue);
+    await enqueueTo(queue)(event("evt_defaults"));
+    await enqueueTo(queue, { job: { attempts: 9, removeOnComplete: { age: 600 }, jobId: "ignored" } as never })(
+      event("evt_given"),
+    );
+    const [defaults, given] = await Promise.all([
+      queue.getJob(eventJobId("evt_defaults")),
+      queue.getJob(eventJobId("evt_given")),
+    ]);
+    expect(defaults?.name).toBe("flag.updated");
+    expect(defaults?.opts).toMatchObject({
+      attempts: 2,
+      backoff: { type: "exponential", delay: 1000 },
+      removeOnComplete: { age: 86400 },
+      removeOnFail: false,
+    });
+    expect(given?.opts).toMatchObject({ attempts: 9, removeOnComplete: { age: 600 } });
+    expect(given?.id).toBe("event-evt_given");
+  });
+
   it("keeps ids BullMQ would refuse as they are: colons, and ids that read as integers", async () => {
     const ids = ["evt:with:colons", "12345", "evt%3A"];
     for (const id of ids) expect((await post(express1, id)).status).toBe(202);
