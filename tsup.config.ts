@@ -13,6 +13,7 @@ export default defineConfig([
       fastify: "src/adapters/fastify.ts",
       hono: "src/adapters/hono.ts",
       lambda: "src/adapters/lambda.ts",
+      bullmq: "src/queue/bullmq.ts",
       testing: "src/testing/index.ts",
       emulator: "src/emulator/index.ts",
     },

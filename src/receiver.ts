@@ -88,7 +88,8 @@ export interface HandlerOptions<Context extends unknown[]> extends ReceiverOptio
   /**
    * Runs each verified event; the delivery is answered once it resolves: 204, or the
    * {@link WebhookReply} it returns. If it throws, the answer is `500 handler_error` (without
-   * its message) and the dedupe claim is released, so the sender's retry runs it again.
+   * its message), or the thrown {@link WebhookError}'s own status and message (such as
+   * `503 store_unavailable`), and the dedupe claim is released, so the sender's retry runs it again.
    * A {@link Router} is a valid `onEvent`.
    */
   onEvent?: (event: WebhookEvent, ...context: Context) => unknown;

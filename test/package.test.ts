@@ -146,6 +146,21 @@ describe("the packed package", () => {
     });
   });
 
+  it("loads the bullmq entry, through import and require, once bullmq (its optional peer) is installed", () => {
+    // Every test above ran without bullmq in the consumer's node_modules: the core and the
+    // other entries never load it. Here the consumer installs it (the repository's copy).
+    const linked = join(project, "node_modules/bullmq");
+    if (!existsSync(linked)) symlinkSync(join(root, "node_modules/bullmq"), linked, "dir");
+    const result = run(process.execPath, ["bullmq.mjs"]);
+    expect(result).toEqual({
+      esm: ["enqueueTo", "eventJobId", "processEvents"],
+      cjs: ["enqueueTo", "eventJobId", "processEvents"],
+      jobId: "event-a%3Ab",
+      code: "store_unavailable",
+      instanceofRequire: true,
+    });
+  });
+
   it("type-checks CommonJS and ES module consumers under module Node16", () => {
     // flag-webhooks/hono's types refer to Hono's, as in a project that uses Hono (installed last,
     // so the tests above ran without it).

@@ -15,6 +15,7 @@ const entries = [
   "src/adapters/fastify.ts",
   "src/adapters/hono.ts",
   "src/adapters/lambda.ts",
+  "src/queue/bullmq.ts",
 ];
 
 /** Names an entry exports, values and types, read from its source. */

@@ -15,7 +15,7 @@ export interface RedisServer {
   pid: number;
   /** Stops the server (SIGKILL when `hard`, as a crash); the port stays reserved for a restart. */
   stop(hard?: boolean): Promise<void>;
-  /** Starts it again on the same port, empty. */
+  /** Starts it again on the same port: empty, unless started with persistence (`extraArgs`). */
   restart(): Promise<void>;
 }
 
@@ -41,7 +41,12 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-export async function startRedis(): Promise<RedisServer> {
+/**
+ * @param extraArgs more redis-server options, after the defaults so they win: for instance
+ * `["--appendonly", "yes", "--appendfsync", "always"]` for a server whose acknowledged writes
+ * survive a crash and `restart()`.
+ */
+export async function startRedis(extraArgs: readonly string[] = []): Promise<RedisServer> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "flag-webhooks-redis-"));
   let child: ChildProcess;
@@ -49,7 +54,7 @@ export async function startRedis(): Promise<RedisServer> {
   async function launch(): Promise<void> {
     child = spawn(
       "redis-server",
-      ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir],
+      ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, ...extraArgs],
       { stdio: ["ignore", "pipe", "pipe"] },
     );
     let output = "";

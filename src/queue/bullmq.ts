@@ -1,0 +1,161 @@
+// flag-webhooks/bullmq: hand verified events to a BullMQ queue on Redis and process them in
+// workers (issue 11). BullMQ is this entry's optional peer: the core and the other entries never
+// import it; here only `Worker` and `UnrecoverableError` are needed at run time.
+import type { ConnectionOptions, Job, JobsOptions, Queue, WorkerOptions } from "bullmq";
+import { UnrecoverableError, Worker } from "bullmq";
+import { parseDuration } from "../delivery/max-age.js";
+import { WebhookError } from "../errors.js";
+import type { WebhookEvent } from "../events.js";
+import type { WebhookReply } from "../receiver.js";
+
+/** The queue {@link enqueueTo} adds jobs to: a BullMQ `Queue` (any data type). */
+export type EventQueue = Pick<Queue, "add" | "defaultJobOptions">;
+
+/** A job {@link processEvents} hands to `onEvent`: its data is the verified event. */
+export type EventJob = Job<WebhookEvent>;
+
+/** Options of {@link enqueueTo}. */
+export interface EnqueueOptions {
+  /**
+   * Job options for every event (BullMQ's `JobsOptions`), over the queue's `defaultJobOptions`
+   * and these defaults: `attempts: 5`, `backoff: { type: "exponential", delay: 1000 }`,
+   * `removeOnComplete: { age: 86400 }` (a completed job, and so the duplicate check on its
+   * event id, is kept at least a day) and `removeOnFail: false` (failed jobs stay for inspection).
+   * `jobId` is always the encoded event id ({@link eventJobId}) and cannot be set here.
+   */
+  job?: Omit<JobsOptions, "jobId">;
+  /**
+   * How long to wait for Redis to acknowledge the job, in ms or as a duration such as `"3s"`;
+   * past it the delivery is answered `503 store_unavailable` so the sender retries. Default 3 s.
+   * (While Redis is unreachable, BullMQ's client queues commands and reconnects, so an
+   * unbounded `queue.add` could outlast the sender's own timeout.)
+   */
+  timeout?: number | string;
+}
+
+/** The job options {@link enqueueTo} sets unless the queue or the caller sets them. */
+const DEFAULT_JOB_OPTIONS = {
+  attempts: 5,
+  backoff: { type: "exponential", delay: 1000 },
+  removeOnComplete: { age: 24 * 60 * 60 },
+  removeOnFail: false,
+} satisfies JobsOptions;
+const DEFAULT_TIMEOUT = 3000;
+const ACCEPTED: WebhookReply = { status: 202 };
+
+/**
+ * The BullMQ job id of an event: the event id, with `%` and `:` percent-encoded (BullMQ refuses
+ * custom ids that contain `:`), after `event-` (BullMQ also refuses ids that read as integers).
+ * One event id always gives the same job id, and two event ids never give the same one.
+ *
+ * @example
+ * ```ts
+ * const job = await queue.getJob(eventJobId("evt_01HZX3K9")); // "event-evt_01HZX3K9"
+ * ```
+ */
+export function eventJobId(eventId: string): string {
+  return `event-${eventId.replace(/[%:]/g, (char) => (char === "%" ? "%25" : "%3A"))}`;
+}
+
+/**
+ * An `onEvent` for any adapter (fetch `webhookHandler`, Express or Koa `webhookMiddleware`)
+ * that adds each verified event to a BullMQ queue as a job named after its type, and answers
+ * `202` only once Redis acknowledged the job. The job id is the event id ({@link eventJobId}),
+ * so a duplicate delivery, to this receiver or another one on the same Redis, adds no second
+ * job and is answered `202` too, for as long as the first job is kept (`removeOnComplete`).
+ * When Redis fails or does not answer within `timeout`, it throws
+ * `WebhookError("store_unavailable")`: the delivery is answered `503` and the sender retries.
+ *
+ * @example
+ * ```ts
+ * import { Queue } from "bullmq";
+ * import { enqueueTo } from "flag-webhooks/bullmq";
+ * import { webhookHandler } from "flag-webhooks/fetch";
+ *
+ * const queue = new Queue("flag-events", { connection: { host: "127.0.0.1", port: 6379 } });
+ * export const POST = webhookHandler({ secret: process.env.WEBHOOK_SECRET!, maxAge: "5m", onEvent: enqueueTo(queue) });
+ * ```
+ */
+export function enqueueTo(
+  queue: EventQueue,
+  options: EnqueueOptions = {},
+): (event: WebhookEvent) => Promise<WebhookReply> {
+  if (typeof queue?.add !== "function") {
+    throw new TypeError("flag-webhooks: enqueueTo(queue) needs a BullMQ Queue");
+  }
+  const timeout = options.timeout === undefined ? DEFAULT_TIMEOUT : parseDuration(options.timeout, "timeout");
+  const { jobId: _ignored, ...job } = (options.job ?? {}) as JobsOptions;
+  const jobOptions: JobsOptions = { ...DEFAULT_JOB_OPTIONS, ...queue.defaultJobOptions, ...job };
+
+  return async function enqueueEvent(event) {
+    const added = queue.add(event.type, event, { ...jobOptions, jobId: eventJobId(event.id) });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`Redis did not acknowledge the job within ${timeout} ms`)), timeout);
+    });
+    try {
+      // A job that lands after the timeout is harmless: the sender's retry finds it by its id.
+      await Promise.race([added, expired]);
+    } catch (cause) {
+      added.catch(() => {});
+      throw new WebhookError("store_unavailable", "the event queue is unavailable; retry later", { cause });
+    } finally {
+      clearTimeout(timer);
+    }
+    return ACCEPTED;
+  };
+}
+
+/** Options of {@link processEvents}: BullMQ's `WorkerOptions` plus the queue name and handler. */
+export interface ProcessEventsOptions extends WorkerOptions {
+  /** The queue's name, as given to `new Queue(name)` on the receiving side. */
+  queue: string;
+  /** Redis, as BullMQ takes it: connection options or an ioredis instance. */
+  connection: ConnectionOptions;
+  /**
+   * Runs each event, typed (`event.type` narrows; a router from `createRouter` fits),
+   * with its BullMQ job. If it throws, the job is retried with its `attempts` and `backoff`
+   * (set by {@link enqueueTo}); once they are spent it stays in the queue's failed set with the
+   * error. Throw BullMQ's `UnrecoverableError` to fail at once, without retries.
+   */
+  onEvent: (event: WebhookEvent, job: EventJob) => unknown;
+}
+
+/**
+ * Starts a BullMQ `Worker` on the queue that {@link enqueueTo} feeds, running `onEvent` for each
+ * event, and returns it (close it with `await worker.close()`). Any other option is BullMQ's
+ * (`concurrency`, `lockDuration`, `stalledInterval`, `limiter`…). A job whose worker died
+ * mid-handler is run again by another worker once its lock expires (BullMQ's stalled-job check):
+ * processing is at least once, so make the handler idempotent.
+ *
+ * @example
+ * ```ts
+ * import { createRouter } from "flag-webhooks";
+ * import { processEvents } from "flag-webhooks/bullmq";
+ *
+ * const router = createRouter().on("flag.updated", async (event) => {
+ *   console.log(event.data.flag, event.data.changes);
+ * });
+ * const worker = processEvents({ queue: "flag-events", connection: { host: "127.0.0.1", port: 6379 }, onEvent: router, concurrency: 10 });
+ * process.on("SIGTERM", () => void worker.close());
+ * ```
+ */
+export function processEvents(options: ProcessEventsOptions): Worker<WebhookEvent> {
+  const { queue, onEvent, ...workerOptions } = options ?? ({} as ProcessEventsOptions);
+  if (typeof queue !== "string" || queue === "") {
+    throw new TypeError('flag-webhooks: option "queue" must be the name of the BullMQ queue');
+  }
+  if (typeof onEvent !== "function") throw new TypeError('flag-webhooks: option "onEvent" must be a function');
+  return new Worker<WebhookEvent>(
+    queue,
+    async function processEvent(job) {
+      const event = job.data;
+      // Only enqueueTo should feed this queue; anything else is failed at once, not retried.
+      if (typeof event?.id !== "string" || typeof event.type !== "string") {
+        throw new UnrecoverableError(`job ${job.id} does not hold a flag-webhooks event`);
+      }
+      return onEvent(event, job);
+    },
+    workerOptions,
+  );
+}
