@@ -22,7 +22,11 @@ export interface DedupeStore {
   claim(id: string, lease: number): ClaimResult | Promise<ClaimResult>;
   /** Marks `id` handled; it stays `"done"` for `ttl` ms. */
   complete(id: string, ttl: number): void | Promise<void>;
-  /** Frees this process's claim on `id` after the handler failed, so the sender's retry runs it. */
+  /**
+   * Frees this process's claim on `id` after the handler failed, so the sender's retry runs it.
+   * The receiver calls it only while the claim's lease lasts; it must never free another
+   * instance's claim (see {@link RedisDedupeStore}) nor undo a completed id.
+   */
   release(id: string): void | Promise<void>;
 }
 
