@@ -159,9 +159,14 @@ describe.skipIf(!availability.available)(
     describe.each(pairs)("%s, instances on %s and %s", (adapter, kindA, kindB) => {
       let a: Instance;
       let b: Instance;
+      // The handler waits for the gate, so the copy that claimed is still running when the other
+      // copy is answered, however slow the machine.
+      let open: () => void;
       beforeEach(async () => {
-        // The handler takes a while, so the second copy arrives while the first still runs.
-        const work = () => sleep(150);
+        const gate = new Promise<void>((resolve) => {
+          open = resolve;
+        });
+        const work = () => gate;
         a = await instance({ adapter, store: (await store(kindA)).store, work });
         b = await instance({ adapter, store: (await store(kindB)).store, work });
       });
@@ -169,7 +174,11 @@ describe.skipIf(!availability.available)(
       it("the same delivery at the same moment to both instances runs the handler once; the other copy is told to retry", async () => {
         const id = `evt_${randomUUID()}`;
         const body = eventBody(id);
-        const answers = await Promise.all([post(a, body), post(b, body)]);
+        const copies = [post(a, body).then((r) => r), post(b, body).then((r) => r)];
+        // The first answer is the copy that did not claim; then the handler may finish.
+        await Promise.race(copies);
+        open();
+        const answers = await Promise.all(copies);
         expect(count([...a.started, ...b.started], id)).toBe(1);
         const statuses = answers.map((r) => r.status).sort();
         expect(statuses).toEqual([204, 409]);
@@ -191,6 +200,7 @@ describe.skipIf(!availability.available)(
       it("many copies racing across both instances still run the handler exactly once", async () => {
         const id = `evt_${randomUUID()}`;
         const body = eventBody(id);
+        setTimeout(() => open(), 100);
         const results = await Promise.all(Array.from({ length: 8 }, (_, i) => deliver(i % 2 ? a : b, body)));
         expect(results.map((r) => r.answer.status)).toEqual(Array(8).fill(204));
         expect(results.filter((r) => r.answer.headers["webhook-duplicate"] === "true")).toHaveLength(7);
@@ -279,27 +289,35 @@ describe.skipIf(!availability.available)(
       ["RedisDedupeStore on node-redis", async () => (await store(NODE_REDIS)).store],
     ])("one instance, %s: a handler that outlives its lease", (_name, makeStore) => {
       it("fails without releasing the claim a later copy took meanwhile", async () => {
-        // Copy 1 runs 450 ms then fails; its 300 ms lease ran out, so copy 2 (at 350 ms) claimed
-        // the id and runs for 500 ms. Copy 1's failure must not free copy 2's claim: copy 3,
-        // sent once copy 1 was answered (its settling done), is told to retry, not run again
-        // alongside copy 2.
-        const a = await instance({
+        // Copy 1 outlives its 600 ms lease, so copy 2 (sent at 700 ms) claims the id; copy 1 then
+        // fails. Its failure must not free copy 2's claim: copy 3, sent once copy 1 was answered
+        // (its settling done), is told to retry rather than run alongside copy 2, which finishes
+        // only after that.
+        let open: () => void = () => undefined;
+        const gate = new Promise<void>((resolve) => {
+          open = resolve;
+        });
+        const a: Instance = await instance({
           adapter: "Express",
           store: await makeStore(),
-          dedupe: { inFlightTtl: 300 },
+          dedupe: { inFlightTtl: 600 },
           async work(_event, attempt) {
-            await sleep(attempt === 1 ? 450 : 500);
-            if (attempt === 1) throw new Error("slow and failed");
+            if (attempt === 1) {
+              await expect.poll(() => a.started.length, { timeout: 5000, interval: 5 }).toBe(2);
+              throw new Error("slow and failed");
+            }
+            await gate;
           },
         });
         const id = `evt_${randomUUID()}`;
         const body = eventBody(id);
         const first = post(a, body).then((r) => r);
-        await sleep(350);
+        await sleep(700);
         const second = post(a, body).then((r) => r);
         expect((await first).status).toBe(500);
         const third = await post(a, body);
         expect([third.status, third.body.error?.code]).toEqual([409, "delivery_in_progress"]);
+        open();
         expect((await second).status).toBe(204);
         expect(a.started).toEqual([id, id]);
         expect(a.handled).toEqual([id]);

@@ -31,6 +31,9 @@ const subjects: { name: string; make(): Promise<Subject>; close(): Promise<void>
 
 let server: RedisServer | undefined;
 const clients: TestClient[] = [];
+afterAll(async () => {
+  await server?.stop(true);
+});
 for (const kind of CLIENT_KINDS) {
   subjects.push({
     name: `RedisDedupeStore on ${kind.name}`,
