@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DedupeStore, MemoryDedupeStore, RedisDedupeStore } from "../src/index.js";
 import { CLIENT_KINDS, type TestClient } from "./support/redis-clients.js";
@@ -230,6 +231,60 @@ describe("MemoryDedupeStore bounds and clock", () => {
     for (let i = 0; i < 40; i++) store.complete(`new-${i}`, 10_000);
     // Each write sweeps up to four expired entries: 100 expired ones are gone after 25 writes.
     expect(store.size).toBe(40);
+  });
+
+  it("behaves as a plain model of itself over any sequence of claims, completions, releases and time", () => {
+    // The model: the ids in write order in an array, swept from the front on each write exactly
+    // as documented (past maxKeys the oldest goes; up to four expired ones go).
+    type Op = { kind: "claim" | "complete" | "release"; id: number; ms: number } | { kind: "wait"; ms: number };
+    const op: fc.Arbitrary<Op> = fc.oneof(
+      fc.record({
+        kind: fc.constantFrom("claim", "complete", "release") as fc.Arbitrary<"claim" | "complete" | "release">,
+        id: fc.integer({ min: 0, max: 7 }),
+        ms: fc.integer({ min: 0, max: 50 }), // 0: expired as it is written
+      }),
+      fc.record({ kind: fc.constant("wait" as const), ms: fc.integer({ min: 0, max: 60 }) }),
+    );
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 5 }), fc.array(op, { maxLength: 120 }), (maxKeys, ops) => {
+        let now = 0;
+        const store = new MemoryDedupeStore({ maxKeys, now: () => now });
+        let model: { id: string; done: boolean; expires: number }[] = [];
+        const write = (id: string, done: boolean, expires: number) => {
+          model = model.filter((e) => e.id !== id);
+          model.push({ id, done, expires });
+          let swept = 0;
+          while (model.length > 0) {
+            const oldest = model[0] as (typeof model)[0];
+            if (model.length > maxKeys || (oldest.expires <= now && swept < 4)) {
+              model.shift();
+              swept++;
+            } else break;
+          }
+        };
+        for (const step of ops) {
+          if (step.kind === "wait") {
+            now += step.ms;
+            continue;
+          }
+          const id = `evt_${step.id}`;
+          const held = model.find((e) => e.id === id);
+          if (step.kind === "claim") {
+            const expected = held && held.expires > now ? (held.done ? "done" : "in_flight") : "claimed";
+            expect(store.claim(id, step.ms)).toBe(expected);
+            if (expected === "claimed") write(id, false, now + step.ms);
+          } else if (step.kind === "complete") {
+            store.complete(id, step.ms);
+            write(id, true, now + step.ms);
+          } else {
+            store.release(id);
+            if (held && !held.done) model = model.filter((e) => e.id !== id);
+          }
+          expect(store.size).toBe(model.length);
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it("refuses a maxKeys that is not a positive whole number", () => {
