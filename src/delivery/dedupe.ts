@@ -83,24 +83,24 @@ export class MemoryDedupeStore implements DedupeStore {
     const now = this.#now();
     const held = this.#ids.get(id);
     if (held && held[1] > now) return held[0] === DONE ? "done" : "in_flight";
-    this.#set(id, 1, now + lease);
+    this.#set(id, 1, now + lease, now);
     return "claimed";
   }
 
   complete(id: string, ttl: number): void {
-    this.#set(id, DONE, this.#now() + ttl);
+    const now = this.#now();
+    this.#set(id, DONE, now + ttl, now);
   }
 
   release(id: string): void {
     if (this.#ids.get(id)?.[0] !== DONE) this.#ids.delete(id);
   }
 
-  #set(id: string, state: typeof DONE | 1, expiresAt: number): void {
+  #set(id: string, state: typeof DONE | 1, expiresAt: number, now: number): void {
     this.#ids.delete(id);
     this.#ids.set(id, [state, expiresAt]);
     // Sweep a few of the oldest entries on each write: expired ones go, and past maxKeys the
     // oldest goes whether expired or not. Amortised O(1), no timer keeping the process alive.
-    const now = this.#now();
     let swept = 0;
     for (let oldest = this.#oldest(); oldest; oldest = this.#oldest()) {
       if (this.#ids.size > this.#maxKeys || (oldest[1][1] <= now && swept < 4)) {
