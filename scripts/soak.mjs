@@ -4,10 +4,14 @@
 // signatures, slow senders). Checks every event id was handled exactly once, no valid delivery
 // got a non-2xx, and the receiver's RSS grew less than 20 MB after warm-up. Bounded: it stops by
 // itself (SOAK_DELIVERIES and SOAK_CONCURRENCY change the size; a hard time limit applies).
+// `npm run soak -- --dedupe-redis` runs the fleet soak, scripts/soak-dedupe.mjs, instead.
 import { fork } from "node:child_process";
 import { createHmac, randomBytes } from "node:crypto";
 import { Agent, request } from "node:http";
 import { connect } from "node:net";
+
+// `npm run soak -- --dedupe-redis`: the fleet soak instead (two receivers on one Redis); it exits.
+if (process.argv.includes("--dedupe-redis")) await import("./soak-dedupe.mjs");
 
 const TOTAL = Number(process.env.SOAK_DELIVERIES ?? 100_000);
 const CONCURRENCY = Number(process.env.SOAK_CONCURRENCY ?? 50);

@@ -217,6 +217,8 @@ export function createReceiver<Context extends unknown[]>(
     const { store, ttl, inFlightTtl, timeout, failOpen } = dedupe;
     const id = event.id;
     let claim: ClaimResult;
+    // When the lease began, at the latest: once it has run out, the id may be another delivery's.
+    const claimedAt = performance.now();
     try {
       // A claim that lands after we gave up must not block the sender's retry for a lease.
       claim = await withTimeout(store.claim(id, inFlightTtl), timeout, (late) => {
@@ -243,6 +245,9 @@ export function createReceiver<Context extends unknown[]>(
       settle(ok) {
         if (once) return settled();
         once = true;
+        // A failure after the lease ran out releases nothing: the claim has lapsed, and the id
+        // may now be held by a copy that arrived meanwhile, whose claim must stand.
+        if (!ok && performance.now() - claimedAt >= inFlightTtl) return settled();
         return quietly(() => (ok ? store.complete(id, ttl) : store.release(id)), context);
       },
     };

@@ -22,7 +22,11 @@ export interface DedupeStore {
   claim(id: string, lease: number): ClaimResult | Promise<ClaimResult>;
   /** Marks `id` handled; it stays `"done"` for `ttl` ms. */
   complete(id: string, ttl: number): void | Promise<void>;
-  /** Frees this process's claim on `id` after the handler failed, so the sender's retry runs it. */
+  /**
+   * Frees this process's claim on `id` after the handler failed, so the sender's retry runs it.
+   * The receiver calls it only while the claim's lease lasts; it must never free another
+   * instance's claim (see {@link RedisDedupeStore}) nor undo a completed id.
+   */
   release(id: string): void | Promise<void>;
 }
 
@@ -35,6 +39,8 @@ export interface MemoryDedupeStoreOptions {
 }
 
 const DONE = 0;
+/** An id's state (done, or claimed) and when it expires, in ms since the epoch. */
+type Entry = [state: typeof DONE | 1, expiresAt: number];
 
 /**
  * The embedded dedupe store for one process: a Map of ids with expiry times, bounded by
@@ -50,9 +56,14 @@ const DONE = 0;
 export class MemoryDedupeStore implements DedupeStore {
   // id → [state, expiresAt]; Map keeps insertion order, and every write re-inserts, so the first
   // entry is always the one written longest ago.
-  readonly #ids = new Map<string, [typeof DONE | 1, number]>();
+  readonly #ids = new Map<string, Entry>();
   readonly #maxKeys: number;
   readonly #now: () => number;
+  // The oldest entry is found with one long-lived iterator, not a new one per write: a Map keeps
+  // deleted entries as holes until it rehashes, and a fresh iterator walks every hole left by
+  // evicting from the front (tens of µs per write once the store is full).
+  #cursor: MapIterator<[string, Entry]> | undefined;
+  #head: [string, Entry] | undefined;
 
   constructor(options: MemoryDedupeStoreOptions = {}) {
     const { maxKeys = 100_000, now = Date.now } = options;
@@ -72,32 +83,49 @@ export class MemoryDedupeStore implements DedupeStore {
     const now = this.#now();
     const held = this.#ids.get(id);
     if (held && held[1] > now) return held[0] === DONE ? "done" : "in_flight";
-    this.#set(id, 1, now + lease);
+    this.#set(id, 1, now + lease, now);
     return "claimed";
   }
 
   complete(id: string, ttl: number): void {
-    this.#set(id, DONE, this.#now() + ttl);
+    const now = this.#now();
+    this.#set(id, DONE, now + ttl, now);
   }
 
   release(id: string): void {
     if (this.#ids.get(id)?.[0] !== DONE) this.#ids.delete(id);
   }
 
-  #set(id: string, state: typeof DONE | 1, expiresAt: number): void {
+  #set(id: string, state: typeof DONE | 1, expiresAt: number, now: number): void {
     this.#ids.delete(id);
     this.#ids.set(id, [state, expiresAt]);
     // Sweep a few of the oldest entries on each write: expired ones go, and past maxKeys the
     // oldest goes whether expired or not. Amortised O(1), no timer keeping the process alive.
-    const now = this.#now();
     let swept = 0;
-    for (const [oldest, [, expires]] of this.#ids) {
-      if (this.#ids.size > this.#maxKeys || (expires <= now && swept < 4)) {
-        this.#ids.delete(oldest);
+    for (let oldest = this.#oldest(); oldest; oldest = this.#oldest()) {
+      if (this.#ids.size > this.#maxKeys || (oldest[1][1] <= now && swept < 4)) {
+        this.#ids.delete(oldest[0]);
         swept++;
       } else {
         break;
       }
+    }
+  }
+
+  /** The entry written longest ago, or undefined when there is none. */
+  #oldest(): [string, Entry] | undefined {
+    for (;;) {
+      // The entry last seen at the front, while it is still there unchanged (a rewritten id was
+      // re-inserted at the back, where the iterator will meet it again).
+      if (this.#head && this.#ids.get(this.#head[0]) === this.#head[1]) return this.#head;
+      this.#cursor ??= this.#ids.entries();
+      const next = this.#cursor.next();
+      if (next.done) {
+        // A finished Map iterator stays finished: start a new one when entries come.
+        this.#cursor = this.#head = undefined;
+        return undefined;
+      }
+      this.#head = next.value;
     }
   }
 }

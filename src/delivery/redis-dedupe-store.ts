@@ -36,10 +36,10 @@ const RELEASE = 'if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call
 export class RedisDedupeStore implements DedupeStore {
   readonly #send: (args: string[]) => Promise<unknown>;
   readonly #prefix: string;
-  // This process's claims, id → token, so release() deletes only a claim of its own.
-  readonly #tokens = new Map<string, string>();
-  readonly #instance = Math.random().toString(36).slice(2);
-  #counter = 0;
+  // The value of this store's claims: release() deletes a key only while it holds this value, so
+  // it never frees another instance's claim. Per store, not per claim, so nothing is kept per id;
+  // within one process the receiver releases a claim only while its lease lasts.
+  readonly #token = `claim.${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
 
   constructor(client: RedisClientLike, options: RedisDedupeStoreOptions = {}) {
     if (client && typeof (client as { call?: unknown }).call === "function") {
@@ -55,25 +55,17 @@ export class RedisDedupeStore implements DedupeStore {
   }
 
   async claim(id: string, lease: number): Promise<ClaimResult> {
-    const token = `${this.#instance}.${++this.#counter}`;
-    const previous = await this.#send(["SET", this.#prefix + id, token, "PX", ms(lease), "NX", "GET"]);
-    if (previous === null || previous === undefined) {
-      this.#tokens.set(id, token);
-      return "claimed";
-    }
+    const previous = await this.#send(["SET", this.#prefix + id, this.#token, "PX", ms(lease), "NX", "GET"]);
+    if (previous === null || previous === undefined) return "claimed";
     return String(previous) === DONE ? "done" : "in_flight";
   }
 
   async complete(id: string, ttl: number): Promise<void> {
-    this.#tokens.delete(id);
     await this.#send(["SET", this.#prefix + id, DONE, "PX", ms(ttl)]);
   }
 
   async release(id: string): Promise<void> {
-    const token = this.#tokens.get(id);
-    if (token === undefined) return;
-    this.#tokens.delete(id);
-    await this.#send(["EVAL", RELEASE, "1", this.#prefix + id, token]);
+    await this.#send(["EVAL", RELEASE, "1", this.#prefix + id, this.#token]);
   }
 }
 

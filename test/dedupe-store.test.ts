@@ -1,0 +1,303 @@
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type DedupeStore, MemoryDedupeStore, RedisDedupeStore } from "../src/index.js";
+import { CLIENT_KINDS, type TestClient } from "./support/redis-clients.js";
+import { type RedisServer, redisAvailability, startRedis } from "./support/redis-server.js";
+
+// One contract, run against every store: the in-process MemoryDedupeStore, and RedisDedupeStore
+// over each supported client library against a real redis-server. Real time, short ttls.
+
+const availability = redisAvailability();
+const LEASE = 120; // ms: a claim's lease in the expiry cases
+const TTL = 250; // ms: how long a completed id stays done in the expiry case
+const PREFIX = "contract:";
+
+interface Subject {
+  store: DedupeStore;
+  /** A second instance over the same backend (another process's store), when there is one. */
+  peer?: DedupeStore;
+  /** The backend's own view of a key (Redis: through the client library's API). */
+  inspect?: TestClient;
+}
+
+const subjects: { name: string; make(): Promise<Subject>; close(): Promise<void> }[] = [
+  {
+    name: "MemoryDedupeStore",
+    make: async () => ({ store: new MemoryDedupeStore() }),
+    close: async () => undefined,
+  },
+];
+
+let server: RedisServer | undefined;
+const clients: TestClient[] = [];
+afterAll(async () => {
+  await server?.stop(true);
+});
+for (const kind of CLIENT_KINDS) {
+  subjects.push({
+    name: `RedisDedupeStore on ${kind.name}`,
+    async make() {
+      if (!server) throw new Error("redis-server did not start");
+      // Two clients, as two receiver instances would have, on one server.
+      const mine = await kind.connect(server.url);
+      const theirs = await kind.connect(server.url);
+      clients.push(mine, theirs);
+      return {
+        store: new RedisDedupeStore(mine.client, { prefix: PREFIX }),
+        peer: new RedisDedupeStore(theirs.client, { prefix: PREFIX }),
+        inspect: mine,
+      };
+    },
+    async close() {
+      for (const client of clients.splice(0)) await client.quit();
+    },
+  });
+}
+
+const id = () => `evt_${randomUUID()}`;
+
+describe.each(subjects)("dedupe store contract: $name", (subject) => {
+  const redis = subject.name.startsWith("Redis");
+  let s: Subject;
+
+  beforeAll(async () => {
+    if (redis && !availability.available) return;
+    if (redis && !server) server = await startRedis();
+    s = await subject.make();
+  });
+  afterAll(async () => {
+    await subject.close();
+  });
+
+  describe.skipIf(redis && !availability.available)(
+    redis && !availability.available ? `skipped: ${availability.reason}` : "",
+    () => {
+      it("claims a free id once: a second claim, from any instance, is in_flight", async () => {
+        const event = id();
+        expect(await s.store.claim(event, 10_000)).toBe("claimed");
+        expect(await s.store.claim(event, 10_000)).toBe("in_flight");
+        if (s.peer) expect(await s.peer.claim(event, 10_000)).toBe("in_flight");
+      });
+
+      it("claims atomically: of many concurrent claims of one id, exactly one wins", async () => {
+        const event = id();
+        const stores = s.peer ? [s.store, s.peer] : [s.store];
+        const results = await Promise.all(
+          Array.from({ length: 20 }, (_, i) => (stores[i % stores.length] as DedupeStore).claim(event, 10_000)),
+        );
+        expect(results.filter((r) => r === "claimed")).toHaveLength(1);
+        expect(results.filter((r) => r === "in_flight")).toHaveLength(19);
+      });
+
+      it("a completed id is done for its ttl, then expires and can be claimed again", async () => {
+        const event = id();
+        expect(await s.store.claim(event, 10_000)).toBe("claimed");
+        await s.store.complete(event, TTL);
+        expect(await s.store.claim(event, 10_000)).toBe("done");
+        if (s.peer) expect(await s.peer.claim(event, 10_000)).toBe("done");
+        await sleep(TTL + 50);
+        expect(await (s.peer ?? s.store).claim(event, 10_000)).toBe("claimed");
+      });
+
+      it("release frees a claim, so the sender's retry claims it", async () => {
+        const event = id();
+        expect(await s.store.claim(event, 10_000)).toBe("claimed");
+        await s.store.release(event);
+        expect(await (s.peer ?? s.store).claim(event, 10_000)).toBe("claimed");
+      });
+
+      it("release does not undo a completed id", async () => {
+        const event = id();
+        expect(await s.store.claim(event, 10_000)).toBe("claimed");
+        await s.store.complete(event, 10_000);
+        await s.store.release(event);
+        expect(await s.store.claim(event, 10_000)).toBe("done");
+      });
+
+      it("a lease that expires lets the id be claimed again (a crashed handler does not hold it for ever)", async () => {
+        const event = id();
+        expect(await s.store.claim(event, LEASE)).toBe("claimed");
+        expect(await s.store.claim(event, LEASE)).toBe("in_flight");
+        await sleep(LEASE + 50);
+        expect(await (s.peer ?? s.store).claim(event, 10_000)).toBe("claimed");
+      });
+
+      // Redis only: a MemoryDedupeStore shares nothing with another instance, and within one store
+      // the receiver releases a claim only while its lease lasts (test/dedupe-redis.test.ts).
+      if (!redis) return;
+
+      it("release after the lease expired and another instance claimed the id leaves the other's claim alone", async () => {
+        const event = id();
+        const peer = s.peer as DedupeStore;
+        expect(await s.store.claim(event, LEASE)).toBe("claimed");
+        await sleep(LEASE + 50);
+        expect(await peer.claim(event, 10_000)).toBe("claimed");
+        await s.store.release(event); // the first instance's handler failed, late
+        expect(await s.store.claim(event, 10_000)).toBe("in_flight");
+        expect(await peer.claim(event, 10_000)).toBe("in_flight");
+        // The other instance's own release still works.
+        await peer.release(event);
+        expect(await s.store.claim(event, 10_000)).toBe("claimed");
+      });
+
+      it("keys carry the prefix and always expire: the lease while in flight, the ttl once done", async () => {
+        const inspect = s.inspect as TestClient;
+        const event = id();
+        await s.store.claim(event, 5000);
+        expect(await inspect.keys(`${PREFIX}${event}*`)).toEqual([`${PREFIX}${event}`]);
+        expect(await inspect.keys(`*${event}*`)).toEqual([`${PREFIX}${event}`]);
+        const leased = await inspect.pttl(`${PREFIX}${event}`);
+        expect(leased).toBeGreaterThan(4000);
+        expect(leased).toBeLessThanOrEqual(5000);
+        await s.store.complete(event, 60_000);
+        const done = await inspect.pttl(`${PREFIX}${event}`);
+        expect(done).toBeGreaterThan(55_000);
+        expect(done).toBeLessThanOrEqual(60_000);
+        expect(await inspect.get(`${PREFIX}${event}`)).toBe("done");
+      });
+
+      it("without a prefix option, keys carry the default prefix flag-webhooks:dedupe:", async () => {
+        const inspect = s.inspect as TestClient;
+        const store = new RedisDedupeStore(inspect.client);
+        const event = id();
+        expect(await store.claim(event, 5000)).toBe("claimed");
+        expect(await inspect.keys(`*${event}*`)).toEqual([`flag-webhooks:dedupe:${event}`]);
+        // Another prefix is another namespace: the same id is free there.
+        expect(await new RedisDedupeStore(inspect.client, { prefix: "other:" }).claim(event, 5000)).toBe("claimed");
+        expect(await s.store.claim(event, 5000)).toBe("claimed");
+      });
+
+      it("a fractional or sub-millisecond lease still expires (PX is rounded up to 1 ms or more)", async () => {
+        const inspect = s.inspect as TestClient;
+        const event = id();
+        expect(await s.store.claim(event, 0.2)).toBe("claimed");
+        const left = await inspect.pttl(`${PREFIX}${event}`);
+        expect(left === -2 || (left >= 0 && left <= 1)).toBe(true);
+      });
+    },
+  );
+});
+
+describe("MemoryDedupeStore bounds and clock", () => {
+  it("holds at most maxKeys ids, forgetting the oldest first", () => {
+    const store = new MemoryDedupeStore({ maxKeys: 3 });
+    for (const event of ["a", "b", "c", "d"]) {
+      expect(store.claim(event, 10_000)).toBe("claimed");
+      store.complete(event, 10_000);
+    }
+    expect(store.size).toBe(3);
+    expect(store.claim("b", 10_000)).toBe("done");
+    expect(store.claim("c", 10_000)).toBe("done");
+    expect(store.claim("d", 10_000)).toBe("done");
+    // "a" was the oldest: evicted, so it can be claimed again (which in turn evicts "b").
+    expect(store.claim("a", 10_000)).toBe("claimed");
+    expect(store.size).toBe(3);
+    expect(store.claim("b", 10_000)).toBe("claimed");
+  });
+
+  it("counts a completed id as written when it completed, so a fresh completion outlives older ids", () => {
+    const store = new MemoryDedupeStore({ maxKeys: 2 });
+    store.claim("old", 10_000);
+    store.claim("new", 10_000);
+    store.complete("old", 10_000); // re-written last: "new" is now the oldest write
+    store.claim("third", 10_000);
+    expect(store.claim("old", 10_000)).toBe("done");
+    expect(store.claim("new", 10_000)).toBe("claimed");
+  });
+
+  it("expires done ids after ttl and claims after their lease, by the injected clock", () => {
+    let now = 1_000_000;
+    const store = new MemoryDedupeStore({ now: () => now });
+    expect(store.claim("x", 100)).toBe("claimed");
+    now += 99;
+    expect(store.claim("x", 100)).toBe("in_flight");
+    now += 1;
+    expect(store.claim("x", 100)).toBe("claimed");
+    store.complete("x", 500);
+    now += 499;
+    expect(store.claim("x", 100)).toBe("done");
+    now += 1;
+    expect(store.claim("x", 100)).toBe("claimed");
+  });
+
+  it("sweeps expired ids as it is written to, so size falls back without a timer", () => {
+    let now = 0;
+    const store = new MemoryDedupeStore({ now: () => now });
+    for (let i = 0; i < 100; i++) store.complete(`old-${i}`, 10);
+    expect(store.size).toBe(100);
+    now = 1000;
+    for (let i = 0; i < 40; i++) store.complete(`new-${i}`, 10_000);
+    // Each write sweeps up to four expired entries: 100 expired ones are gone after 25 writes.
+    expect(store.size).toBe(40);
+  });
+
+  it("behaves as a plain model of itself over any sequence of claims, completions, releases and time", () => {
+    // The model: the ids in write order in an array, swept from the front on each write exactly
+    // as documented (past maxKeys the oldest goes; up to four expired ones go).
+    type Op = { kind: "claim" | "complete" | "release"; id: number; ms: number } | { kind: "wait"; ms: number };
+    const op: fc.Arbitrary<Op> = fc.oneof(
+      fc.record({
+        kind: fc.constantFrom("claim", "complete", "release") as fc.Arbitrary<"claim" | "complete" | "release">,
+        id: fc.integer({ min: 0, max: 7 }),
+        ms: fc.integer({ min: 0, max: 50 }), // 0: expired as it is written
+      }),
+      fc.record({ kind: fc.constant("wait" as const), ms: fc.integer({ min: 0, max: 60 }) }),
+    );
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 5 }), fc.array(op, { maxLength: 120 }), (maxKeys, ops) => {
+        let now = 0;
+        const store = new MemoryDedupeStore({ maxKeys, now: () => now });
+        let model: { id: string; done: boolean; expires: number }[] = [];
+        const write = (id: string, done: boolean, expires: number) => {
+          model = model.filter((e) => e.id !== id);
+          model.push({ id, done, expires });
+          let swept = 0;
+          while (model.length > 0) {
+            const oldest = model[0] as (typeof model)[0];
+            if (model.length > maxKeys || (oldest.expires <= now && swept < 4)) {
+              model.shift();
+              swept++;
+            } else break;
+          }
+        };
+        for (const step of ops) {
+          if (step.kind === "wait") {
+            now += step.ms;
+            continue;
+          }
+          const id = `evt_${step.id}`;
+          const held = model.find((e) => e.id === id);
+          if (step.kind === "claim") {
+            const expected = held && held.expires > now ? (held.done ? "done" : "in_flight") : "claimed";
+            expect(store.claim(id, step.ms)).toBe(expected);
+            if (expected === "claimed") write(id, false, now + step.ms);
+          } else if (step.kind === "complete") {
+            store.complete(id, step.ms);
+            write(id, true, now + step.ms);
+          } else {
+            store.release(id);
+            if (held && !held.done) model = model.filter((e) => e.id !== id);
+          }
+          expect(store.size).toBe(model.length);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("refuses a maxKeys that is not a positive whole number", () => {
+    for (const maxKeys of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => new MemoryDedupeStore({ maxKeys })).toThrow(/maxKeys/);
+    }
+  });
+});
+
+describe("RedisDedupeStore construction", () => {
+  it("refuses something that is neither an ioredis nor a node-redis client", () => {
+    for (const client of [undefined, null, {}, { get: () => null }]) {
+      expect(() => new RedisDedupeStore(client as never)).toThrow(/ioredis or node-redis client/);
+    }
+  });
+});
