@@ -1,0 +1,89 @@
+// One receiver per process for bench/options.mjs: flag-webhooks/express on a plain node:http
+// server with onEvent, and one option switched on (or none: the baseline). Started with
+// child_process.fork as `node options-servers.mjs <case>`; Redis cases connect to
+// BENCH_REDIS_URL. Reports its port over IPC; answers "stats" with its CPU time, how many
+// deliveries it verified and how many events its handler ran; exits when told to, when the parent goes away, or after a hard limit.
+import { createServer } from "node:http";
+import { distUrl, SECRET } from "./lib.mjs";
+
+const LIMIT = 1024 * 1024;
+const { webhookMiddleware } = await import(distUrl("express.js"));
+const { MemoryDedupeStore, RedisDedupeStore } = await import(distUrl("index.js"));
+
+async function ioredis() {
+  // From the repository's dev dependencies (bench/ resolves up to ../node_modules).
+  const { Redis } = await import("ioredis");
+  const client = new Redis(process.env.BENCH_REDIS_URL, { lazyConnect: true });
+  await client.connect();
+  return client;
+}
+async function nodeRedis() {
+  const { createClient } = await import("redis");
+  const client = createClient({ url: process.env.BENCH_REDIS_URL });
+  await client.connect();
+  return client;
+}
+
+const TTL = "1h";
+/**
+ * A MemoryDedupeStore as it is after running a while: full (maxKeys ids), so every new id evicts
+ * the oldest, the steady state of a long-running receiver.
+ */
+function fullMemoryStore() {
+  const store = new MemoryDedupeStore({ maxKeys: 10_000 });
+  for (let i = 0; i < 10_000; i++) store.complete(`prefill_${i}`, 3_600_000);
+  return store;
+}
+/** The option each case adds to the baseline receiver. */
+const CASES = {
+  baseline: async () => ({}),
+  "max-age": async () => ({ maxAge: "1h" }),
+  memory: async () => ({ dedupe: { store: fullMemoryStore(), ttl: TTL } }),
+  "memory-duplicate": async () => ({ dedupe: { store: fullMemoryStore(), ttl: TTL } }),
+  "redis-ioredis": async () => ({ dedupe: { store: new RedisDedupeStore(await ioredis()), ttl: TTL } }),
+  "redis-node-redis": async () => ({ dedupe: { store: new RedisDedupeStore(await nodeRedis()), ttl: TTL } }),
+  "redis-duplicate": async () => ({ dedupe: { store: new RedisDedupeStore(await ioredis()), ttl: TTL } }),
+};
+
+const name = process.argv[2];
+if (!CASES[name]) {
+  console.error(`usage: node options-servers.mjs <${Object.keys(CASES).join("|")}>`);
+  process.exit(2);
+}
+
+let handled = 0;
+// Every verified delivery makes its dedupe calls, even one whose connection the load generator
+// closed when it stopped: the per-request figures divide by this count.
+let verified = 0;
+const middleware = webhookMiddleware({
+  secret: SECRET,
+  limit: LIMIT,
+  ...(await CASES[name]()),
+  onVerified() {
+    verified++;
+  },
+  onEvent(event) {
+    if (event.type !== "flag.updated") throw new Error("unexpected event");
+    handled++;
+  },
+  onError(error) {
+    console.error(`options-servers ${name}:`, error);
+  },
+});
+const server = createServer((req, res) => {
+  middleware(req, res, () => {
+    res.statusCode = 500; // never reached with onEvent
+    res.end();
+  });
+});
+server.keepAliveTimeout = 30_000;
+server.listen(0, "127.0.0.1", () => process.send?.({ ready: true, port: server.address().port }));
+
+const HARD_LIMIT_MS = Number(process.env.BENCH_SERVER_MAX_MS) || 10 * 60 * 1000;
+setTimeout(() => process.exit(0), HARD_LIMIT_MS).unref();
+process.on("message", (message) => {
+  if (message === "stop") process.exit(0);
+  if (message === "stats") process.send({ stats: { cpu: process.cpuUsage(), handled, verified } });
+});
+process.on("disconnect", () => process.exit(0));
+process.on("SIGTERM", () => process.exit(0));
