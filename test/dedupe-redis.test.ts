@@ -18,7 +18,7 @@ import {
 } from "../src/index.js";
 import { close, listen } from "./http.js";
 import { CLIENT_KINDS, type ClientKind, type TestClient } from "./support/redis-clients.js";
-import { type RedisServer, redisAvailability, startRedis } from "./support/redis-server.js";
+import { type RedisServer, redisAvailability, startRedis, stopRedis } from "./support/redis-server.js";
 
 // Dedupe across a fleet, through the public adapters over real HTTP: receiver instances, each
 // with its own client, on one real redis-server; the server killed and restarted mid-run.
@@ -144,7 +144,7 @@ describe.skipIf(!availability.available)(
     });
     afterAll(async () => {
       for (const client of clients.splice(0)) await client.quit();
-      await redis?.stop(true);
+      await stopRedis(redis);
       expect(unhandled).toEqual([]);
     });
 
@@ -338,7 +338,7 @@ describe.skipIf(!availability.available)(
       });
       afterAll(async () => {
         for (const client of clients.splice(0)) await client.quit();
-        await redis?.stop(true);
+        await stopRedis(redis);
         expect(unhandled).toEqual([]);
       });
 

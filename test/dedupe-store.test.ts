@@ -4,7 +4,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DedupeStore, MemoryDedupeStore, RedisDedupeStore } from "../src/index.js";
 import { CLIENT_KINDS, type TestClient } from "./support/redis-clients.js";
-import { type RedisServer, redisAvailability, startRedis } from "./support/redis-server.js";
+import { type RedisServer, redisAvailability, startRedis, stopRedis } from "./support/redis-server.js";
 
 // One contract, run against every store: the in-process MemoryDedupeStore, and RedisDedupeStore
 // over each supported client library against a real redis-server. Real time, short ttls.
@@ -33,7 +33,7 @@ const subjects: { name: string; make(): Promise<Subject>; close(): Promise<void>
 let server: RedisServer | undefined;
 const clients: TestClient[] = [];
 afterAll(async () => {
-  await server?.stop(true);
+  await stopRedis(server);
 });
 for (const kind of CLIENT_KINDS) {
   subjects.push({

@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,6 +13,8 @@ export interface RedisServer {
   port: number;
   url: string;
   pid: number;
+  /** Its temporary working folder, removed by {@link stopRedis}. */
+  dir: string;
   /** Stops the server (SIGKILL when `hard`, as a crash); the port stays reserved for a restart. */
   stop(hard?: boolean): Promise<void>;
   /** Starts it again on the same port: empty, unless started with persistence (`extraArgs`). */
@@ -85,6 +87,7 @@ export async function startRedis(extraArgs: readonly string[] = []): Promise<Red
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
+    dir,
     get pid() {
       return child.pid as number;
     },
@@ -99,4 +102,5 @@ export async function startRedis(extraArgs: readonly string[] = []): Promise<Red
 /** Stops a server and removes its folder. */
 export async function stopRedis(server: RedisServer | undefined): Promise<void> {
   await server?.stop(true);
+  if (server) rmSync(server.dir, { recursive: true, force: true });
 }
