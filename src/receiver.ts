@@ -136,6 +136,11 @@ export interface NativeReply {
 
 /** The one decision-maker behind every adapter. */
 export interface Receiver<Context extends unknown[]> {
+  /**
+   * Whether `settle` does anything (dedupe is on): adapters that hand the event on watch the
+   * downstream's outcome only then, so a receiver without dedupe pays nothing for it.
+   */
+  readonly settles: boolean;
   /** Checks a request up to the handler: the event to hand on, or the answer to send now. */
   accept(delivery: Delivery, ...context: Context): Promise<Accepted | Answer>;
   /**
@@ -308,7 +313,7 @@ export function createReceiver<Context extends unknown[]>(
     }
   }
 
-  return { accept, verify, handle };
+  return { settles: dedupe !== undefined, accept, verify, handle };
 }
 
 function dedupeOptions(dedupe: DedupeOptions) {

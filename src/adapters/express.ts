@@ -66,10 +66,12 @@ export function webhookMiddleware(
       sendAnswer(res, accepted);
       return;
     }
-    // The route after us is the handler: it failed if it answered 5xx or the connection closed
-    // before it answered.
-    res.once("finish", () => void accepted.settle(res.statusCode < 500));
-    res.once("close", () => void accepted.settle(false));
+    if (receiver.settles) {
+      // The route after us is the handler: it failed if it answered 5xx or the connection
+      // closed before it answered.
+      res.once("finish", () => void accepted.settle(res.statusCode < 500));
+      res.once("close", () => void accepted.settle(false));
+    }
     (req as WebhookRequest).webhookEvent = accepted.event;
     next();
   };
