@@ -9,15 +9,12 @@
 // both receivers, 0 lost, 0 non-2xx after retries, forged copies 401; reports the retries, Redis
 // round trips per delivery (INFO commandstats) and each receiver's RSS growth.
 // SOAK_DELIVERIES and SOAK_CONCURRENCY change the size; a hard time limit applies.
-import { fork, spawn } from "node:child_process";
+import { fork } from "node:child_process";
 import { createHmac, randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
 import { Agent, request } from "node:http";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
+import { soakEvent, startRedisServer } from "./soak-lib.mjs";
 
 const TOTAL = Number(process.env.SOAK_DELIVERIES ?? 100_000);
 const CONCURRENCY = Number(process.env.SOAK_CONCURRENCY ?? 50);
@@ -30,38 +27,15 @@ const sign = (body, key = secret) => createHmac("sha256", key).update(body).dige
 
 // ----------------------------------------------------------------------------- redis-server
 
-async function freePort() {
-  const probe = createServer();
-  await new Promise((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address();
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
-const redisPort = await freePort();
-const redisDir = mkdtempSync(join(tmpdir(), "flag-webhooks-soak-redis-"));
-const redis = spawn(
-  "redis-server",
-  ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", redisDir],
-  { stdio: ["ignore", "pipe", "inherit"] },
-);
-redis.on("error", (error) => {
-  console.error(`soak: cannot start redis-server (${error.message}); apt-get install -y redis-server`);
+const redis = await startRedisServer().catch((error) => {
+  console.error(`soak: ${error.message}`);
   process.exit(1);
 });
-await new Promise((resolve, reject) => {
-  let output = "";
-  redis.stdout.on("data", (chunk) => {
-    output += chunk;
-    if (output.includes("Ready to accept connections")) resolve();
-  });
-  redis.once("exit", (code) => reject(new Error(`redis-server exited with ${code}:\n${output}`)));
-});
-const redisUrl = `redis://127.0.0.1:${redisPort}`;
+const redisUrl = redis.url;
 const children = [];
 function stopAll() {
   for (const child of children) if (child.exitCode === null) child.kill("SIGKILL");
-  if (redis.exitCode === null && redis.signalCode === null) process.kill(redis.pid, "SIGTERM");
-  rmSync(redisDir, { recursive: true, force: true });
+  redis.kill();
 }
 process.on("exit", stopAll);
 const timer = setTimeout(() => {
@@ -144,19 +118,7 @@ async function send(receiver, body, signature) {
 }
 
 function delivery(n) {
-  const body = Buffer.from(
-    JSON.stringify({
-      id: `evt_${n}`,
-      type: "flag.updated",
-      createdAt: "2026-11-21T09:30:00Z",
-      environment: "production",
-      data: {
-        flag: `flag-${n % 100}`,
-        changes: [{ path: "on", from: false, to: true }],
-        actor: { type: "user", email: "soak@example.com" },
-      },
-    }),
-  );
+  const body = soakEvent(n);
   return { body, signature: sign(body) };
 }
 

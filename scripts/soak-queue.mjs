@@ -11,14 +11,11 @@
 // to drain the queue, and checks every event was processed exactly once. Loopback only; starts
 // its own redis-server (AOF, appendfsync everysec) and stops everything it started.
 // SOAK_DELIVERIES, SOAK_CONCURRENCY, SOAK_HANDLER_MS and SOAK_RUNS (e.g. "queue") change the size.
-import { fork, spawn } from "node:child_process";
+import { fork } from "node:child_process";
 import { createHmac, randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
 import { Agent, request } from "node:http";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { performance } from "node:perf_hooks";
+import { soakEvent, startRedisServer } from "./soak-lib.mjs";
 
 const TOTAL = Number(process.env.SOAK_DELIVERIES ?? 100_000);
 const CONCURRENCY = Number(process.env.SOAK_CONCURRENCY ?? 50);
@@ -34,44 +31,6 @@ const hardLimit = setTimeout(() => {
   for (const child of children) child.kill("SIGKILL");
   process.exit(1);
 }, HARD_LIMIT_MS);
-
-async function freePort() {
-  const server = createServer();
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-async function startRedis() {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), "flag-webhooks-soak-redis-"));
-  const child = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes", "--dir", dir],
-    { stdio: ["ignore", "pipe", "inherit"] },
-  );
-  children.add(child);
-  let output = "";
-  await new Promise((resolve, reject) => {
-    child.stdout.on("data", (chunk) => {
-      output += chunk;
-      if (output.includes("Ready to accept connections")) resolve();
-    });
-    child.once("exit", (code) => reject(new Error(`redis-server exited with ${code}:\n${output}`)));
-  });
-  child.stdout.resume();
-  return {
-    port,
-    async stop() {
-      const exited = new Promise((resolve) => child.once("exit", resolve));
-      child.kill("SIGKILL");
-      await exited;
-      children.delete(child);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 /** A child process that answers messages; `ask` resolves with the first reply that has `key`. */
 function start(file, env) {
@@ -102,19 +61,7 @@ function start(file, env) {
 }
 
 function delivery(n) {
-  const body = Buffer.from(
-    JSON.stringify({
-      id: `evt_${n}`,
-      type: "flag.updated",
-      createdAt: "2026-11-21T09:30:00Z",
-      environment: "production",
-      data: {
-        flag: `flag-${n % 100}`,
-        changes: [{ path: "on", from: false, to: true }],
-        actor: { type: "user", email: "soak@example.com" },
-      },
-    }),
-  );
+  const body = soakEvent(n);
   return { body, signature: createHmac("sha256", secret).update(body).digest("hex") };
 }
 
@@ -171,7 +118,10 @@ let processed;
 let ok = true;
 for (const mode of RUNS) {
   const queued = mode.startsWith("queue");
-  const redis = queued ? await startRedis() : undefined;
+  const redis = queued ? await startRedisServer({ appendonly: true }) : undefined;
+  // A hard-limit exit must not leave it running.
+  const killRedis = () => redis?.kill();
+  process.once("exit", killRedis);
   const env = {
     SOAK_MODE: queued ? "queue" : mode,
     SOAK_SECRET: secret,
@@ -229,6 +179,7 @@ for (const mode of RUNS) {
   }
   await Promise.all([...receivers, ...workers].map((c) => c.stop()));
   await redis?.stop();
+  process.off("exit", killRedis);
 }
 clearTimeout(hardLimit);
 

@@ -9,6 +9,7 @@ import { fork } from "node:child_process";
 import { createHmac, randomBytes } from "node:crypto";
 import { Agent, request } from "node:http";
 import { connect } from "node:net";
+import { soakEvent } from "./soak-lib.mjs";
 
 // `npm run soak -- --dedupe-redis`: the fleet soak instead (two receivers on one Redis); it exits.
 if (process.argv.includes("--dedupe-redis")) await import("./soak-dedupe.mjs");
@@ -65,19 +66,7 @@ function post(body, headers) {
 }
 
 function delivery(n) {
-  const body = Buffer.from(
-    JSON.stringify({
-      id: `evt_${n}`,
-      type: "flag.updated",
-      createdAt: "2026-11-21T09:30:00Z",
-      environment: "production",
-      data: {
-        flag: `flag-${n % 100}`,
-        changes: [{ path: "on", from: false, to: true }],
-        actor: { type: "user", email: "soak@example.com" },
-      },
-    }),
-  );
+  const body = soakEvent(n);
   return { body, headers: { "content-type": "application/json", "service-signature": sign(body) } };
 }
 
