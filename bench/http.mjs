@@ -7,23 +7,23 @@
 // Env: FLAG_WEBHOOKS_DIST (built library, default ../dist), BENCH_HTTP_DURATION (seconds per
 // measured run), BENCH_HTTP_WARMUP (seconds of discarded load before it), BENCH_HTTP_CONNECTIONS,
 // BENCH_HTTP_ROUNDS, BENCH_RESULTS_FILE (append the markdown there).
-import { fork } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { appendFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
-import { join } from "node:path";
 import autocannon from "autocannon";
 import {
-  BENCH_DIR,
   distDir,
   fmt,
   fmtRatio,
   hexSignature,
+  killServers,
   machine,
   median,
   paddedEvent,
   QUICK,
   spread,
+  startServer,
+  stopServer,
   table,
 } from "./lib.mjs";
 
@@ -68,51 +68,12 @@ const headers = {
 
 // ------------------------------------------------------------------------- child processes
 
-const children = new Set();
-function killAll() {
-  for (const child of children) child.kill("SIGKILL");
-}
+const killAll = killServers;
 process.on("exit", killAll);
 for (const signal of ["SIGINT", "SIGTERM"]) {
   process.on(signal, () => {
     killAll();
     process.exit(130);
-  });
-}
-
-function startServer(id) {
-  return new Promise((resolve, reject) => {
-    const child = fork(join(BENCH_DIR, "http-servers.mjs"), [id], {
-      env: { ...process.env, FLAG_WEBHOOKS_DIST: distDir() },
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    });
-    children.add(child);
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`${id}: server did not start within 15 s`));
-    }, 15_000);
-    child.once("message", (message) => {
-      clearTimeout(timer);
-      resolve({ child, port: message.port });
-    });
-    child.once("exit", (code) => {
-      children.delete(child);
-      clearTimeout(timer);
-      reject(new Error(`${id}: server exited early (code ${code})`));
-    });
-  });
-}
-
-function stopServer(child) {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    const timer = setTimeout(() => child.kill("SIGKILL"), 3000);
-    child.once("exit", () => {
-      clearTimeout(timer);
-      children.delete(child);
-      resolve();
-    });
-    child.send("stop");
   });
 }
 
@@ -194,7 +155,7 @@ for (let round = 0; round < ROUNDS; round++) {
   // Interleaved; the second round goes in the opposite order so no case always follows the same one.
   const order = round % 2 === 0 ? CASES : [...CASES].reverse();
   for (const c of order) {
-    const { child, port } = await startServer(c.id);
+    const { child, port } = await startServer("http-servers.mjs", c.id);
     try {
       const first = await probe(port);
       if (first.status !== c.status) {

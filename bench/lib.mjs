@@ -1,8 +1,9 @@
 // Shared helpers of the benchmark scripts: where the library is, the bodies, the reference
 // ("physical limit") verifier, statistics and markdown tables. Plain ESM, Node >= 20, no build.
+import { fork } from "node:child_process";
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { cpus, release, type } from "node:os";
-import { dirname, isAbsolute, resolve } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 export const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
@@ -109,4 +110,54 @@ export function table(headers, rows, align = headers.map((_, i) => (i === 0 ? "l
 export function machine() {
   const cpu = cpus();
   return `Node ${process.version}, ${type()} ${release()}, ${cpu.length} × ${cpu[0]?.model?.trim() ?? "unknown CPU"}`;
+}
+
+// ------------------------------------------------------------------------- receiver processes
+
+const servers = new Set();
+
+/**
+ * Forks `script` (in bench/) as receiver `id`, with the built library's folder and `env`;
+ * resolves with the child and the port it reported once listening.
+ */
+export function startServer(script, id, env = {}) {
+  return new Promise((resolve, reject) => {
+    const child = fork(join(BENCH_DIR, script), [id], {
+      env: { ...process.env, FLAG_WEBHOOKS_DIST: distDir(), ...env },
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    servers.add(child);
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`${id}: server did not start within 15 s`));
+    }, 15_000);
+    child.once("message", (message) => {
+      clearTimeout(timer);
+      resolve({ child, port: message.port });
+    });
+    child.once("exit", (code) => {
+      servers.delete(child);
+      clearTimeout(timer);
+      reject(new Error(`${id}: server exited early (code ${code})`));
+    });
+  });
+}
+
+/** Asks a receiver to stop, and kills it if it has not within 3 s. */
+export function stopServer(child) {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    const timer = setTimeout(() => child.kill("SIGKILL"), 3000);
+    child.once("exit", () => {
+      clearTimeout(timer);
+      servers.delete(child);
+      resolve();
+    });
+    child.send("stop");
+  });
+}
+
+/** Kills every receiver still running (for exit and signal handlers). */
+export function killServers() {
+  for (const child of servers) child.kill("SIGKILL");
 }

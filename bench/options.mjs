@@ -11,7 +11,7 @@
 // Env: FLAG_WEBHOOKS_DIST, BENCH_HTTP_DURATION, BENCH_HTTP_WARMUP, BENCH_HTTP_CONNECTIONS,
 // BENCH_OPTIONS_ROUNDS (default 4), BENCH_OPTIONS_CASES (comma-separated; baseline always runs),
 // BENCH_RESULTS_FILE (append the markdown there).
-import { fork, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { createHmac } from "node:crypto";
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { request as httpRequest } from "node:http";
@@ -19,7 +19,21 @@ import { createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import autocannon from "autocannon";
-import { BENCH_DIR, distDir, distUrl, fmt, fmtRatio, machine, median, QUICK, SECRET, spread, table } from "./lib.mjs";
+import {
+  distDir,
+  distUrl,
+  fmt,
+  fmtRatio,
+  killServers,
+  machine,
+  median,
+  QUICK,
+  SECRET,
+  spread,
+  startServer,
+  stopServer,
+  table,
+} from "./lib.mjs";
 
 const DURATION = Number(process.env.BENCH_HTTP_DURATION) || (QUICK ? 1 : 5);
 const WARMUP = Number(process.env.BENCH_HTTP_WARMUP ?? (QUICK ? 0.5 : 2));
@@ -82,11 +96,10 @@ function signedRequest(duplicate) {
 
 // ----------------------------------------------------------------------------- redis-server
 
-const children = new Set();
 let redis;
 let redisDir;
 function killAll() {
-  for (const child of children) child.kill("SIGKILL");
+  killServers();
   if (redis && redis.exitCode === null && redis.signalCode === null) {
     redis.stdout.destroy();
     process.kill(redis.pid, "SIGTERM");
@@ -144,42 +157,6 @@ async function redisCommands() {
 }
 
 // ------------------------------------------------------------------------- child processes
-
-function startServer(id) {
-  return new Promise((resolve, reject) => {
-    const child = fork(join(BENCH_DIR, "options-servers.mjs"), [id], {
-      env: { ...process.env, FLAG_WEBHOOKS_DIST: distDir(), BENCH_REDIS_URL: redisUrl ?? "" },
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    });
-    children.add(child);
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`${id}: server did not start within 15 s`));
-    }, 15_000);
-    child.once("message", (message) => {
-      clearTimeout(timer);
-      resolve({ child, port: message.port });
-    });
-    child.once("exit", (code) => {
-      children.delete(child);
-      clearTimeout(timer);
-      reject(new Error(`${id}: server exited early (code ${code})`));
-    });
-  });
-}
-
-function stopServer(child) {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    const timer = setTimeout(() => child.kill("SIGKILL"), 3000);
-    child.once("exit", () => {
-      clearTimeout(timer);
-      children.delete(child);
-      resolve();
-    });
-    child.send("stop");
-  });
-}
 
 /** The child's CPU time (user + system, µs) and the events its handler ran. */
 function serverStats(child) {
@@ -248,7 +225,7 @@ for (let round = 0; round < ROUNDS; round++) {
   const order = round % 2 === 0 ? CASES : [...CASES].reverse();
   for (const c of order) {
     run++;
-    const { child, port } = await startServer(c.id);
+    const { child, port } = await startServer("options-servers.mjs", c.id, { BENCH_REDIS_URL: redisUrl ?? "" });
     try {
       const first = await probe(port, c.duplicate);
       if (first !== 204) throw new Error(`${c.id}: expected 204 before timing, got ${first}`);
