@@ -1,184 +1,93 @@
 import { randomUUID } from "node:crypto";
-import { setTimeout as sleep } from "node:timers/promises";
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DedupeStore, MemoryDedupeStore, RedisDedupeStore } from "../src/index.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { MemoryDedupeStore, RedisDedupeStore } from "../src/index.js";
 import { CLIENT_KINDS, type TestClient } from "./support/redis-clients.js";
 import { type RedisServer, redisAvailability, startRedis, stopRedis } from "./support/redis-server.js";
+import { type ContractSubject, describeStoreContract } from "./support/store-contract.js";
 
 // One contract, run against every store: the in-process MemoryDedupeStore, and RedisDedupeStore
 // over each supported client library against a real redis-server. Real time, short ttls.
 
 const availability = redisAvailability();
-const LEASE = 120; // ms: a claim's lease in the expiry cases
-const TTL = 250; // ms: how long a completed id stays done in the expiry case
 const PREFIX = "contract:";
 
-interface Subject {
-  store: DedupeStore;
-  /** A second instance over the same backend (another process's store), when there is one. */
-  peer?: DedupeStore;
-  /** The backend's own view of a key (Redis: through the client library's API). */
-  inspect?: TestClient;
-}
-
-const subjects: { name: string; make(): Promise<Subject>; close(): Promise<void> }[] = [
-  {
-    name: "MemoryDedupeStore",
-    make: async () => ({ store: new MemoryDedupeStore() }),
-    close: async () => undefined,
-  },
-];
+describeStoreContract("MemoryDedupeStore", { make: async () => ({ store: new MemoryDedupeStore() }) });
 
 let server: RedisServer | undefined;
 const clients: TestClient[] = [];
+/** Per client kind, the client the cases use to look at the keys through the library's own API. */
+const inspectors = new Map<string, TestClient>();
 afterAll(async () => {
   await stopRedis(server);
 });
 for (const kind of CLIENT_KINDS) {
-  subjects.push({
-    name: `RedisDedupeStore on ${kind.name}`,
-    async make() {
-      if (!server) throw new Error("redis-server did not start");
-      // Two clients, as two receiver instances would have, on one server.
-      const mine = await kind.connect(server.url);
-      const theirs = await kind.connect(server.url);
-      clients.push(mine, theirs);
-      return {
-        store: new RedisDedupeStore(mine.client, { prefix: PREFIX }),
-        peer: new RedisDedupeStore(theirs.client, { prefix: PREFIX }),
-        inspect: mine,
-      };
+  describeStoreContract(
+    `RedisDedupeStore on ${kind.name}`,
+    {
+      skip: availability.available ? undefined : availability.reason,
+      shared: true,
+      async make() {
+        server ??= await startRedis();
+        // Two clients, as two receiver instances would have, on one server.
+        const mine = await kind.connect(server.url);
+        const theirs = await kind.connect(server.url);
+        clients.push(mine, theirs);
+        inspectors.set(kind.name, mine);
+        return {
+          store: new RedisDedupeStore(mine.client, { prefix: PREFIX }),
+          peer: new RedisDedupeStore(theirs.client, { prefix: PREFIX }),
+        };
+      },
+      async close() {
+        for (const client of clients.splice(0)) await client.quit();
+      },
     },
-    async close() {
-      for (const client of clients.splice(0)) await client.quit();
-    },
-  });
+    (subject) => redisKeyCases(kind.name, subject),
+  );
 }
 
-const id = () => `evt_${randomUUID()}`;
-
-describe.each(subjects)("dedupe store contract: $name", (subject) => {
-  const redis = subject.name.startsWith("Redis");
-  let s: Subject;
-
-  beforeAll(async () => {
-    if (redis && !availability.available) return;
-    if (redis && !server) server = await startRedis();
-    s = await subject.make();
+/** Redis only: what the keys look like on the server. */
+function redisKeyCases(kindName: string, subject: () => ContractSubject): void {
+  const id = () => `evt_${randomUUID()}`;
+  it("keys carry the prefix and always expire: the lease while in flight, the ttl once done", async () => {
+    const inspect = inspectors.get(kindName) as TestClient;
+    const s = subject();
+    const event = id();
+    await s.store.claim(event, 5000);
+    expect(await inspect.keys(`${PREFIX}${event}*`)).toEqual([`${PREFIX}${event}`]);
+    expect(await inspect.keys(`*${event}*`)).toEqual([`${PREFIX}${event}`]);
+    const leased = await inspect.pttl(`${PREFIX}${event}`);
+    expect(leased).toBeGreaterThan(4000);
+    expect(leased).toBeLessThanOrEqual(5000);
+    await s.store.complete(event, 60_000);
+    const done = await inspect.pttl(`${PREFIX}${event}`);
+    expect(done).toBeGreaterThan(55_000);
+    expect(done).toBeLessThanOrEqual(60_000);
+    expect(await inspect.get(`${PREFIX}${event}`)).toBe("done");
   });
-  afterAll(async () => {
-    await subject.close();
+
+  it("without a prefix option, keys carry the default prefix flag-webhooks:dedupe:", async () => {
+    const inspect = inspectors.get(kindName) as TestClient;
+    const s = subject();
+    const store = new RedisDedupeStore(inspect.client);
+    const event = id();
+    expect(await store.claim(event, 5000)).toBe("claimed");
+    expect(await inspect.keys(`*${event}*`)).toEqual([`flag-webhooks:dedupe:${event}`]);
+    // Another prefix is another namespace: the same id is free there.
+    expect(await new RedisDedupeStore(inspect.client, { prefix: "other:" }).claim(event, 5000)).toBe("claimed");
+    expect(await s.store.claim(event, 5000)).toBe("claimed");
   });
 
-  describe.skipIf(redis && !availability.available)(
-    redis && !availability.available ? `skipped: ${availability.reason}` : "",
-    () => {
-      it("claims a free id once: a second claim, from any instance, is in_flight", async () => {
-        const event = id();
-        expect(await s.store.claim(event, 10_000)).toBe("claimed");
-        expect(await s.store.claim(event, 10_000)).toBe("in_flight");
-        if (s.peer) expect(await s.peer.claim(event, 10_000)).toBe("in_flight");
-      });
-
-      it("claims atomically: of many concurrent claims of one id, exactly one wins", async () => {
-        const event = id();
-        const stores = s.peer ? [s.store, s.peer] : [s.store];
-        const results = await Promise.all(
-          Array.from({ length: 20 }, (_, i) => (stores[i % stores.length] as DedupeStore).claim(event, 10_000)),
-        );
-        expect(results.filter((r) => r === "claimed")).toHaveLength(1);
-        expect(results.filter((r) => r === "in_flight")).toHaveLength(19);
-      });
-
-      it("a completed id is done for its ttl, then expires and can be claimed again", async () => {
-        const event = id();
-        expect(await s.store.claim(event, 10_000)).toBe("claimed");
-        await s.store.complete(event, TTL);
-        expect(await s.store.claim(event, 10_000)).toBe("done");
-        if (s.peer) expect(await s.peer.claim(event, 10_000)).toBe("done");
-        await sleep(TTL + 50);
-        expect(await (s.peer ?? s.store).claim(event, 10_000)).toBe("claimed");
-      });
-
-      it("release frees a claim, so the sender's retry claims it", async () => {
-        const event = id();
-        expect(await s.store.claim(event, 10_000)).toBe("claimed");
-        await s.store.release(event);
-        expect(await (s.peer ?? s.store).claim(event, 10_000)).toBe("claimed");
-      });
-
-      it("release does not undo a completed id", async () => {
-        const event = id();
-        expect(await s.store.claim(event, 10_000)).toBe("claimed");
-        await s.store.complete(event, 10_000);
-        await s.store.release(event);
-        expect(await s.store.claim(event, 10_000)).toBe("done");
-      });
-
-      it("a lease that expires lets the id be claimed again (a crashed handler does not hold it for ever)", async () => {
-        const event = id();
-        expect(await s.store.claim(event, LEASE)).toBe("claimed");
-        expect(await s.store.claim(event, LEASE)).toBe("in_flight");
-        await sleep(LEASE + 50);
-        expect(await (s.peer ?? s.store).claim(event, 10_000)).toBe("claimed");
-      });
-
-      // Redis only: a MemoryDedupeStore shares nothing with another instance, and within one store
-      // the receiver releases a claim only while its lease lasts (test/dedupe-redis.test.ts).
-      if (!redis) return;
-
-      it("release after the lease expired and another instance claimed the id leaves the other's claim alone", async () => {
-        const event = id();
-        const peer = s.peer as DedupeStore;
-        expect(await s.store.claim(event, LEASE)).toBe("claimed");
-        await sleep(LEASE + 50);
-        expect(await peer.claim(event, 10_000)).toBe("claimed");
-        await s.store.release(event); // the first instance's handler failed, late
-        expect(await s.store.claim(event, 10_000)).toBe("in_flight");
-        expect(await peer.claim(event, 10_000)).toBe("in_flight");
-        // The other instance's own release still works.
-        await peer.release(event);
-        expect(await s.store.claim(event, 10_000)).toBe("claimed");
-      });
-
-      it("keys carry the prefix and always expire: the lease while in flight, the ttl once done", async () => {
-        const inspect = s.inspect as TestClient;
-        const event = id();
-        await s.store.claim(event, 5000);
-        expect(await inspect.keys(`${PREFIX}${event}*`)).toEqual([`${PREFIX}${event}`]);
-        expect(await inspect.keys(`*${event}*`)).toEqual([`${PREFIX}${event}`]);
-        const leased = await inspect.pttl(`${PREFIX}${event}`);
-        expect(leased).toBeGreaterThan(4000);
-        expect(leased).toBeLessThanOrEqual(5000);
-        await s.store.complete(event, 60_000);
-        const done = await inspect.pttl(`${PREFIX}${event}`);
-        expect(done).toBeGreaterThan(55_000);
-        expect(done).toBeLessThanOrEqual(60_000);
-        expect(await inspect.get(`${PREFIX}${event}`)).toBe("done");
-      });
-
-      it("without a prefix option, keys carry the default prefix flag-webhooks:dedupe:", async () => {
-        const inspect = s.inspect as TestClient;
-        const store = new RedisDedupeStore(inspect.client);
-        const event = id();
-        expect(await store.claim(event, 5000)).toBe("claimed");
-        expect(await inspect.keys(`*${event}*`)).toEqual([`flag-webhooks:dedupe:${event}`]);
-        // Another prefix is another namespace: the same id is free there.
-        expect(await new RedisDedupeStore(inspect.client, { prefix: "other:" }).claim(event, 5000)).toBe("claimed");
-        expect(await s.store.claim(event, 5000)).toBe("claimed");
-      });
-
-      it("a fractional or sub-millisecond lease still expires (PX is rounded up to 1 ms or more)", async () => {
-        const inspect = s.inspect as TestClient;
-        const event = id();
-        expect(await s.store.claim(event, 0.2)).toBe("claimed");
-        const left = await inspect.pttl(`${PREFIX}${event}`);
-        expect(left === -2 || (left >= 0 && left <= 1)).toBe(true);
-      });
-    },
-  );
-});
+  it("a fractional or sub-millisecond lease still expires (PX is rounded up to 1 ms or more)", async () => {
+    const inspect = inspectors.get(kindName) as TestClient;
+    const s = subject();
+    const event = id();
+    expect(await s.store.claim(event, 0.2)).toBe("claimed");
+    const left = await inspect.pttl(`${PREFIX}${event}`);
+    expect(left === -2 || (left >= 0 && left <= 1)).toBe(true);
+  });
+}
 
 describe("MemoryDedupeStore bounds and clock", () => {
   it("holds at most maxKeys ids, forgetting the oldest first", () => {

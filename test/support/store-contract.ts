@@ -1,0 +1,136 @@
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { DedupeStore } from "../../src/index.js";
+
+// The DedupeStore contract, one suite that every store runs: the in-process MemoryDedupeStore,
+// RedisDedupeStore over each client, and every store added later. Real time, short ttls.
+
+const LEASE = 120; // ms: a claim's lease in the expiry cases
+const TTL = 250; // ms: how long a completed id stays done in the expiry case
+
+/** One store under test, over its real backend. */
+export interface ContractSubject {
+  store: DedupeStore;
+  /** A second instance over the same backend and scope (another process's store), when there is one. */
+  peer?: DedupeStore;
+  /** An instance over the same backend with another `scope` (another endpoint), when stores are shared. */
+  otherScope?: DedupeStore;
+}
+
+/** How a suite gets its subject: made once before the cases, closed after them. */
+export interface ContractSetup {
+  make(): Promise<ContractSubject>;
+  close?(): Promise<void>;
+  /** Why the backend cannot run here; the suite is skipped with this reason in its name. */
+  skip?: string;
+  /** The subject has a `peer` over a shared backend: the cross-instance case runs. */
+  shared?: boolean;
+  /** The subject has an `otherScope`: the scope case runs. */
+  scoped?: boolean;
+}
+
+const newId = () => `evt_${randomUUID()}`;
+
+/** Runs the contract against one store; a store that fails any case is not a DedupeStore. */
+export function describeStoreContract(
+  name: string,
+  setup: ContractSetup,
+  extra?: (subject: () => ContractSubject) => void,
+): void {
+  describe.skipIf(setup.skip !== undefined)(
+    `dedupe store contract: ${name}${setup.skip ? ` (skipped: ${setup.skip})` : ""}`,
+    () => {
+      let s: ContractSubject;
+      beforeAll(async () => {
+        s = await setup.make();
+      });
+      afterAll(async () => {
+        await setup.close?.();
+      });
+
+      it("claims a free id once: a second claim, from any instance, is in_flight", async () => {
+        const event = newId();
+        expect(await s.store.claim(event, 10_000)).toBe("claimed");
+        expect(await s.store.claim(event, 10_000)).toBe("in_flight");
+        if (s.peer) expect(await s.peer.claim(event, 10_000)).toBe("in_flight");
+      });
+
+      it("claims atomically: of many concurrent claims of one id, exactly one wins", async () => {
+        const event = newId();
+        const stores = s.peer ? [s.store, s.peer] : [s.store];
+        const results = await Promise.all(
+          Array.from({ length: 20 }, (_, i) => (stores[i % stores.length] as DedupeStore).claim(event, 10_000)),
+        );
+        expect(results.filter((r) => r === "claimed")).toHaveLength(1);
+        expect(results.filter((r) => r === "in_flight")).toHaveLength(19);
+      });
+
+      it("a completed id is done for its ttl, then expires and can be claimed again", async () => {
+        const event = newId();
+        expect(await s.store.claim(event, 10_000)).toBe("claimed");
+        await s.store.complete(event, TTL);
+        expect(await s.store.claim(event, 10_000)).toBe("done");
+        if (s.peer) expect(await s.peer.claim(event, 10_000)).toBe("done");
+        await sleep(TTL + 50);
+        expect(await (s.peer ?? s.store).claim(event, 10_000)).toBe("claimed");
+      });
+
+      it("release frees a claim, so the sender's retry claims it", async () => {
+        const event = newId();
+        expect(await s.store.claim(event, 10_000)).toBe("claimed");
+        await s.store.release(event);
+        expect(await (s.peer ?? s.store).claim(event, 10_000)).toBe("claimed");
+      });
+
+      it("release does not undo a completed id", async () => {
+        const event = newId();
+        expect(await s.store.claim(event, 10_000)).toBe("claimed");
+        await s.store.complete(event, 10_000);
+        await s.store.release(event);
+        expect(await s.store.claim(event, 10_000)).toBe("done");
+      });
+
+      it("a lease that expires lets the id be claimed again (a crashed handler does not hold it for ever)", async () => {
+        const event = newId();
+        expect(await s.store.claim(event, LEASE)).toBe("claimed");
+        expect(await s.store.claim(event, LEASE)).toBe("in_flight");
+        await sleep(LEASE + 50);
+        expect(await (s.peer ?? s.store).claim(event, 10_000)).toBe("claimed");
+      });
+
+      // A store shared by no other instance has no other claim to leave alone; within one store the
+      // receiver releases a claim only while its lease lasts (test/delivery.test.ts).
+      if (setup.shared) {
+        it("release after the lease expired and another instance claimed the id leaves the other's claim alone", async () => {
+          const event = newId();
+          const peer = s.peer as DedupeStore;
+          expect(await s.store.claim(event, LEASE)).toBe("claimed");
+          await sleep(LEASE + 50);
+          expect(await peer.claim(event, 10_000)).toBe("claimed");
+          await s.store.release(event); // the first instance's handler failed, late
+          expect(await s.store.claim(event, 10_000)).toBe("in_flight");
+          expect(await peer.claim(event, 10_000)).toBe("in_flight");
+          // The other instance's own release still works.
+          await peer.release(event);
+          expect(await s.store.claim(event, 10_000)).toBe("claimed");
+        });
+      }
+
+      if (setup.scoped) {
+        it("another scope is another endpoint: the same id is free there, and done there separately", async () => {
+          const other = s.otherScope as DedupeStore;
+          const event = newId();
+          expect(await s.store.claim(event, 10_000)).toBe("claimed");
+          await s.store.complete(event, 10_000);
+          expect(await other.claim(event, 10_000)).toBe("claimed");
+          expect(await s.store.claim(event, 10_000)).toBe("done");
+          await other.release(event);
+          expect(await other.claim(event, 10_000)).toBe("claimed");
+        });
+      }
+
+      extra?.(() => s);
+    },
+  );
+}
