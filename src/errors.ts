@@ -60,7 +60,9 @@ export class WebhookError<Code extends WebhookErrorCode = WebhookErrorCode> exte
     this.status = STATUS[code];
   }
 
-  static override [Symbol.hasInstance](value: unknown): boolean {
+  // A type predicate (TypeScript 5.3+ reads it for `instanceof`): without it `err instanceof
+  // WebhookError` narrows to WebhookError<any>, and `err.code` is `any` (issue 15).
+  static override [Symbol.hasInstance](value: unknown): value is WebhookError {
     return (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true;
   }
 }

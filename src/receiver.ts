@@ -1,5 +1,5 @@
 import type { ClaimResult, DedupeStore } from "./delivery/dedupe.js";
-import { checkAge, parseDuration } from "./delivery/max-age.js";
+import { CLOCK_SKEW, checkAge, parseDuration, TIMER_MAX } from "./delivery/max-age.js";
 import { toErrorBody, WebhookError, type WebhookErrorCode } from "./errors.js";
 import type { WebhookEvent } from "./events.js";
 import { parseLimit } from "./limit.js";
@@ -14,8 +14,9 @@ export interface DedupeOptions {
   /** Where handled ids are kept: a {@link MemoryDedupeStore} for one process, a {@link RedisDedupeStore} for a fleet. */
   store: DedupeStore;
   /**
-   * How long a handled id is remembered, in ms or as a duration such as `"24h"`. Keep it at least
-   * `maxAge` plus a minute, so a captured delivery is either too old or a known duplicate.
+   * How long a handled id is remembered, in ms or as a duration such as `"24h"`. With `maxAge`, it
+   * must be at least `maxAge` plus the minute of clock skew allowed (a TypeError says so
+   * otherwise), so a captured delivery is either too old or a known duplicate.
    */
   ttl: number | string;
   /**
@@ -24,7 +25,10 @@ export interface DedupeOptions {
    * retry runs it after this. Longer than your slowest handler.
    */
   inFlightTtl?: number | string;
-  /** How long to wait for the store before answering `503 store_unavailable` (default 2 s). */
+  /**
+   * How long to wait for the store before answering `503 store_unavailable` (default 2 s; at most
+   * 2³¹−1 ms, the longest timer Node keeps). Marking a handled id done is retried within this time.
+   */
   timeout?: number | string;
   /**
    * When the store fails (Redis down), run the handler anyway, without dedupe (`true`), instead
@@ -61,15 +65,19 @@ export interface ReceiverOptions {
   dedupe?: DedupeOptions;
   /**
    * The longest wait for the whole body once a request arrived, in ms or as a duration; then
-   * `408 body_timeout` and the connection is closed. Default 10 s. Node adapters (a fetch
-   * runtime bounds this itself).
+   * `408 body_timeout` and the connection is closed. Default 10 s, at most 2³¹−1 ms. Node adapters
+   * (a fetch runtime bounds this itself).
    */
   bodyTimeout?: number | string;
   /** Told of every authentic delivery, with the index of the secret that matched. Never sees a secret. */
   onVerified?: (event: WebhookEvent, info: VerifiedInfo) => void;
   /** Told of every refused delivery (code and status on the error). Never sees a secret or signature. */
   onRejected?: (error: WebhookError) => void;
-  /** The clock, in ms since the epoch, for `maxAge`; for tests. Default `Date.now`. */
+  /**
+   * The clock, in ms since the epoch, for `maxAge`; for tests. Default `Date.now`. A value that is
+   * not a finite number refuses the delivery (500, reported to `onError`): the replay window
+   * fails closed.
+   */
   now?: () => number;
 }
 
@@ -87,19 +95,26 @@ export interface WebhookReply {
 export interface HandlerOptions<Context extends unknown[]> extends ReceiverOptions {
   /**
    * Runs each verified event; the delivery is answered once it resolves: 204, or the
-   * {@link WebhookReply} it returns. If it throws, the answer is `500 handler_error` (without
-   * its message), or the thrown {@link WebhookError}'s own status and message (such as
-   * `503 store_unavailable`), and the dedupe claim is released, so the sender's retry runs it again.
+   * {@link WebhookReply} it returns (an answer it wrote through the framework itself wins). If it
+   * throws, the answer is `500 handler_error` (without its message), or the thrown
+   * {@link WebhookError}'s own status and message (such as `503 store_unavailable`). With
+   * `dedupe`, the event id is marked handled only when the final answer is 2xx; a throw or any
+   * other status releases the claim, so the sender's retry runs it again.
    * A {@link Router} is a valid `onEvent`.
    */
   onEvent?: (event: WebhookEvent, ...context: Context) => unknown;
-  /** Told of an error thrown by `onEvent`, a hook or the dedupe store. Default: `console.error`. */
+  /**
+   * Told of an error thrown by `onEvent`, a hook or the dedupe store. Default: one line on
+   * `console.error` (Fastify: the request's logger).
+   */
   onError?: (error: unknown, ...context: Context) => void;
 }
 
 /** What an adapter hands the core about one request. */
 export interface Delivery {
   method: string | undefined;
+  /** Why this is not an HTTP request at all (a Lambda invoked by a queue, say): the 405's message. */
+  notHttp?: string;
   signature: string | readonly string[] | null | undefined;
   /**
    * Yields the raw body, reading at most `limit` bytes for at most `timeout` ms; throws
@@ -123,10 +138,27 @@ export interface Answer {
 export interface Accepted {
   event: WebhookEvent;
   /**
-   * Tells the core the handler finished: `true` marks the event id handled, `false` releases the
-   * claim so a retry runs it. Never rejects; call it once.
+   * Tells the core how the handler ended: the final status of its answer, or `undefined` when it
+   * failed without one (threw, cut the connection). The core decides: a 2xx marks the event id
+   * handled, anything else releases the claim so a retry runs it. Adapters only report; call it
+   * once the handler finished, whatever the client did meanwhile. Never rejects; later calls do
+   * nothing.
    */
-  settle(ok: boolean): Promise<void>;
+  settle(status: number | undefined): Promise<void>;
+}
+
+/** What an adapter tells the core about answers it writes itself. */
+export interface AdapterHooks<Context extends unknown[]> {
+  /**
+   * The status of an `onEvent` result the adapter answers with itself (a fetch `Response`, a
+   * Lambda proxy result), or `undefined` for any other value.
+   */
+  native?(value: unknown): number | undefined;
+  /**
+   * The status of an answer `onEvent` gave through the framework (`res`, `ctx`, `reply`), or
+   * `undefined` if it gave none: that answer stands, and the core writes nothing.
+   */
+  answered?(...context: Context): number | undefined;
 }
 
 /** A value `onEvent` returned that the adapter answers with itself (a fetch `Response`). */
@@ -148,8 +180,11 @@ export interface Receiver<Context extends unknown[]> {
    * hand the event to the caller (`verifyRequest`). Runs the hooks; no dedupe.
    */
   verify(delivery: Delivery, ...context: Context): Promise<WebhookEvent>;
-  /** Accepts a request, runs `onEvent` and settles: the answer, or a native reply to pass on. */
-  handle(delivery: Delivery, ...context: Context): Promise<Answer | NativeReply>;
+  /**
+   * Accepts a request, runs `onEvent` and settles: the answer to write, a native reply to pass
+   * on, or `undefined` when `onEvent` answered through the framework itself.
+   */
+  handle(delivery: Delivery, ...context: Context): Promise<Answer | NativeReply | undefined>;
 }
 
 const DEFAULT_BODY_TIMEOUT = 10_000;
@@ -157,6 +192,16 @@ const DEFAULT_IN_FLIGHT = 60_000;
 const DEFAULT_STORE_TIMEOUT = 2000;
 /** Seconds a sender should wait before retrying, for the refusals that ask for a retry. */
 const RETRY_AFTER: Partial<Record<WebhookErrorCode, string>> = { delivery_in_progress: "5", store_unavailable: "10" };
+/**
+ * Refusals answered before the body was read (or while it still arrives): the connection is
+ * closed after the answer, so an unsigned or oversized body is never drained.
+ */
+const CLOSE = new Set<WebhookErrorCode>([
+  "payload_too_large",
+  "body_timeout",
+  "method_not_allowed",
+  "missing_signature",
+]);
 /** The header that marks the answer to a duplicate delivery. */
 export const DUPLICATE_HEADER = "webhook-duplicate";
 
@@ -165,13 +210,14 @@ export const DUPLICATE_HEADER = "webhook-duplicate";
  * into an answer, always in the same order: method (405), signature present (401, before any
  * byte of the body is read), body (500/413/408), signature (401), event (400), replay window
  * (401), dedupe claim (duplicate 204, in progress 409, store down 503), handler (204/500).
- * Adapters only translate: a request in, the answer out.
+ * Whether a delivery counts as handled is decided here, once: the handler finished and its final
+ * answer is 2xx. Adapters only translate: a request in, what happened and the answer out.
  *
- * @param isNative tells which `onEvent` results the adapter answers with itself (a `Response`).
+ * @param hooks what the adapter knows of answers it writes itself.
  */
 export function createReceiver<Context extends unknown[]>(
   options: HandlerOptions<Context>,
-  isNative: (value: unknown) => boolean = () => false,
+  hooks: AdapterHooks<Context> = {},
 ): Receiver<Context> {
   if (typeof options !== "object" || options === null) {
     throw new TypeError('flag-webhooks: options with a "secret" are required');
@@ -181,13 +227,16 @@ export function createReceiver<Context extends unknown[]>(
   const limit = parseLimit(options.limit);
   const maxAge = options.maxAge === undefined ? undefined : parseDuration(options.maxAge, "maxAge");
   const bodyTimeout =
-    options.bodyTimeout === undefined ? DEFAULT_BODY_TIMEOUT : parseDuration(options.bodyTimeout, "bodyTimeout");
+    options.bodyTimeout === undefined
+      ? DEFAULT_BODY_TIMEOUT
+      : parseDuration(options.bodyTimeout, "bodyTimeout", TIMER_MAX);
   for (const [name, hook] of Object.entries({ onEvent, onError, onVerified, onRejected, now })) {
     if (hook !== undefined && typeof hook !== "function") {
       throw new TypeError(`flag-webhooks: option "${name}" must be a function`);
     }
   }
-  const dedupe = options.dedupe === undefined ? undefined : dedupeOptions(options.dedupe);
+  const dedupe = options.dedupe === undefined ? undefined : dedupeOptions(options.dedupe, maxAge);
+  const { native, answered } = hooks;
 
   /** Runs a hook for logs or metrics: whatever it throws changes no answer. */
   function tell(context: Context, hook: () => void): void {
@@ -206,7 +255,8 @@ export function createReceiver<Context extends unknown[]>(
   }
   function refuse(error: unknown, context: Context): Answer {
     const answer = errorResponse(error);
-    if (error instanceof WebhookError && onRejected) tell(context, () => onRejected(error));
+    if (!(error instanceof WebhookError)) report(error, context);
+    else if (onRejected) tell(context, () => onRejected(error));
     return answer;
   }
 
@@ -247,20 +297,24 @@ export function createReceiver<Context extends unknown[]>(
     let once = false;
     return {
       event,
-      settle(ok) {
+      settle(status) {
         if (once) return settled();
         once = true;
+        if (isSuccess(status)) return persist(() => store.complete(id, ttl), timeout, context);
         // A failure after the lease ran out releases nothing: the claim has lapsed, and the id
         // may now be held by a copy that arrived meanwhile, whose claim must stand.
-        if (!ok && performance.now() - claimedAt >= inFlightTtl) return settled();
-        return quietly(() => (ok ? store.complete(id, ttl) : store.release(id)), context);
+        if (performance.now() - claimedAt >= inFlightTtl) return settled();
+        return quietly(() => store.release(id), context);
       },
     };
   }
 
   async function verifiedDelivery(delivery: Delivery, context: Context): Promise<WebhookEvent> {
     if (delivery.method !== "POST") {
-      throw new WebhookError("method_not_allowed", `method ${delivery.method} not allowed: deliveries are POST`);
+      throw new WebhookError(
+        "method_not_allowed",
+        delivery.notHttp ?? `method ${delivery.method} not allowed: deliveries are POST`,
+      );
     }
     const { signature } = delivery;
     if (isMissing(signature)) throw missingSignature();
@@ -271,18 +325,18 @@ export function createReceiver<Context extends unknown[]>(
     // Signature first, always: a stale *and* forged delivery is invalid_signature.
     const { event, secretIndex } = await verifiedEvent(secret, payload, signature);
     if (onVerified) tell(context, () => onVerified(event, { secretIndex }));
-    if (maxAge !== undefined) checkAge(event.createdAt, maxAge, now());
+    if (maxAge !== undefined) checkAge(event.createdAt, maxAge, clock(now));
     return event;
   }
 
-  async function handle(delivery: Delivery, ...context: Context): Promise<Answer | NativeReply> {
+  async function handle(delivery: Delivery, ...context: Context): Promise<Answer | NativeReply | undefined> {
     const accepted = await accept(delivery, ...context);
     if (!("event" in accepted)) return accepted;
     let value: unknown;
     try {
       value = await onEvent?.(accepted.event, ...context);
     } catch (error) {
-      await accepted.settle(false);
+      await accepted.settle(undefined);
       // A WebhookError keeps its own answer (a queue hand-off's store_unavailable, say); anything
       // else is reported, and the client gets the generic handler_error: the handler's own
       // message may hold internals.
@@ -290,17 +344,52 @@ export function createReceiver<Context extends unknown[]>(
       report(error, context);
       return errorResponse(undefined);
     }
-    await accepted.settle(true);
-    if (isNative(value)) return { native: value };
-    return isReply(value) ? replyAnswer(value) : { status: 204, headers: {}, body: null, close: false };
+    // The final answer, and so whether the event counts as handled: one the handler gave through
+    // the framework stands; else a native result or a reply it returned; else 204.
+    const own = answered?.(...context);
+    if (own !== undefined) {
+      await accepted.settle(own);
+      return undefined;
+    }
+    const nativeStatus = native?.(value);
+    if (nativeStatus !== undefined) {
+      await accepted.settle(nativeStatus);
+      return { native: value };
+    }
+    const answer = isReply(value) ? replyAnswer(value) : NO_CONTENT;
+    await accepted.settle(answer.status);
+    return answer === NO_CONTENT ? { ...NO_CONTENT, headers: {} } : answer;
   }
 
   /** Runs a store operation whose failure must not change the answer (it is reported instead). */
-  async function quietly(operation: () => void | Promise<void>, context: Context): Promise<void> {
+  async function quietly(operation: () => unknown, context: Context): Promise<void> {
     try {
       await withTimeout(operation(), dedupe?.timeout ?? DEFAULT_STORE_TIMEOUT);
     } catch (error) {
       report(error, context);
+    }
+  }
+
+  /**
+   * Marks a handled id done, retrying a failed or slow store within `budget` ms (Redis restarting
+   * mid-handler, say): the handler ran, so giving up leaves the id claimed until its lease ends,
+   * and a copy delivered after that would run it again. What still fails is reported.
+   */
+  async function persist(operation: () => unknown, budget: number, context: Context): Promise<void> {
+    const deadline = performance.now() + budget;
+    for (let attempt = 0; ; attempt++) {
+      const left = deadline - performance.now();
+      try {
+        await withTimeout(operation(), Math.max(1, left));
+        return;
+      } catch (error) {
+        const pause = Math.min(25 * 2 ** attempt, 250);
+        if (deadline - performance.now() <= pause) {
+          report(error, context);
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, pause));
+      }
     }
   }
 
@@ -316,38 +405,83 @@ export function createReceiver<Context extends unknown[]>(
   return { settles: dedupe !== undefined, accept, verify, handle };
 }
 
-function dedupeOptions(dedupe: DedupeOptions) {
+function dedupeOptions(dedupe: DedupeOptions, maxAge: number | undefined) {
   const store = dedupe?.store;
-  if (!store || typeof store.claim !== "function" || typeof store.complete !== "function") {
+  if (
+    !store ||
+    typeof store.claim !== "function" ||
+    typeof store.complete !== "function" ||
+    typeof store.release !== "function"
+  ) {
     throw new TypeError('flag-webhooks: option "dedupe.store" must be a DedupeStore (claim, complete, release)');
   }
   if (dedupe.ttl === undefined) throw new TypeError('flag-webhooks: option "dedupe.ttl" is required');
+  const ttl = parseDuration(dedupe.ttl, "dedupe.ttl");
+  // A captured copy passes the replay window for up to maxAge plus the skew allowance after it
+  // was sent: an id forgotten sooner than that could be replayed and run again.
+  if (maxAge !== undefined && ttl < maxAge + CLOCK_SKEW) {
+    throw new TypeError(
+      `flag-webhooks: option "dedupe.ttl" (${ttl} ms) is shorter than maxAge plus the ${CLOCK_SKEW / 1000} s ` +
+        `clock-skew allowance (${maxAge + CLOCK_SKEW} ms): a captured delivery could be replayed after its id ` +
+        "is forgotten; make the ttl at least that long",
+    );
+  }
   return {
     store,
-    ttl: parseDuration(dedupe.ttl, "dedupe.ttl"),
+    ttl,
     inFlightTtl:
       dedupe.inFlightTtl === undefined ? DEFAULT_IN_FLIGHT : parseDuration(dedupe.inFlightTtl, "dedupe.inFlightTtl"),
-    timeout: dedupe.timeout === undefined ? DEFAULT_STORE_TIMEOUT : parseDuration(dedupe.timeout, "dedupe.timeout"),
+    timeout:
+      dedupe.timeout === undefined ? DEFAULT_STORE_TIMEOUT : parseDuration(dedupe.timeout, "dedupe.timeout", TIMER_MAX),
     failOpen: dedupe.failOpen === true,
   };
 }
 
 const settled = (): Promise<void> => Promise.resolve();
+const NO_CONTENT: Answer = { status: 204, headers: {}, body: null, close: false };
+
+/** Whether a handler's final answer means the event was handled: 2xx, and nothing else. */
+function isSuccess(status: number | undefined): boolean {
+  return status !== undefined && status >= 200 && status <= 299;
+}
+
+/** Reads the clock, failing closed: a clock that names no instant must not turn the window off. */
+function clock(now: () => number): number {
+  const value = now();
+  if (typeof value !== "number" || !Number.isFinite(value)) {
+    throw new TypeError(
+      `flag-webhooks: option "now" must return a finite number of ms since the epoch, got ${typeof value === "number" ? value : typeof value}`,
+    );
+  }
+  return value;
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    (typeof value === "object" || typeof value === "function") &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === "function"
+  );
+}
 
 function duplicate(): Answer {
   return { status: 204, headers: { [DUPLICATE_HEADER]: "true" }, body: null, close: false };
 }
 
-/** A value or promise, bounded in time: past `ms` it rejects, and `late` sees what came too late. */
-function withTimeout<T>(value: T | Promise<T>, ms: number, late?: (value: T) => void): Promise<T> {
-  if (!(value instanceof Promise)) return Promise.resolve(value);
+/**
+ * A value or promise, bounded in time: past `ms` it rejects, and `late` sees what came too late.
+ * Any thenable counts (a Promise of another realm, a library's own), not only native Promises.
+ */
+function withTimeout<T>(value: T | PromiseLike<T>, ms: number, late?: (value: T) => void): Promise<T> {
+  if (!isThenable(value)) return Promise.resolve(value as T);
   return new Promise<T>((resolve, reject) => {
     let done = false;
     const timer = setTimeout(() => {
       done = true;
       reject(new Error(`the dedupe store did not answer within ${ms} ms`));
     }, ms);
-    value.then(
+    // Promise.resolve adopts any thenable; its own then may throw, which rejects here too.
+    Promise.resolve(value as PromiseLike<T>).then(
       (result) => {
         clearTimeout(timer);
         if (done) late?.(result);
@@ -402,7 +536,7 @@ export function errorResponse(error: unknown): Answer {
     status: known.status,
     headers,
     body: JSON.stringify(toErrorBody(known)),
-    close: known.code === "payload_too_large" || known.code === "body_timeout",
+    close: CLOSE.has(known.code),
   };
 }
 
@@ -421,9 +555,16 @@ export function bodyAlreadyParsed(where: string, fix: string): WebhookError {
   );
 }
 
-function logError(error: unknown): void {
-  console.error(
-    "flag-webhooks: onEvent, a hook or the dedupe store threw; the delivery was answered without it",
-    error,
-  );
+/**
+ * The default `onError`: one line, so a log collector keeps it whole. The name and message only;
+ * an `onError` of your own gets the error itself, stack and cause included.
+ */
+export function logError(error: unknown): void {
+  console.error(`flag-webhooks: ${describeError(error)} (onEvent, a hook or the dedupe store failed)`);
+}
+
+/** An error as one line: its name and message, newlines folded. */
+export function describeError(error: unknown): string {
+  const text = error instanceof Error ? `${error.name}: ${error.message}` : `thrown value: ${String(error as string)}`;
+  return text.replace(/\s*[\r\n]+\s*/g, " ");
 }

@@ -258,9 +258,9 @@ describe("Hono middleware and dedupe: the route's outcome settles the claim", ()
     expect(runs["throws-non-error"]).toBe(2);
   });
 
-  it("counts a route's own 4xx answer as handled", async () => {
+  it("releases the claim when the route answers 4xx: only a 2xx counts as handled (issue 15)", async () => {
     expect((await post("/dedupe/4xx")).status).toBe(422);
-    expect((await post("/dedupe/4xx")).headers.get("webhook-duplicate")).toBe("true");
-    expect(runs["4xx"]).toBe(1);
+    expect((await post("/dedupe/4xx")).status).toBe(422);
+    expect(runs["4xx"]).toBe(2);
   });
 });

@@ -215,14 +215,17 @@ describe("Lambda bodies and events", () => {
     expect(JSON.parse(result.body).error.code).toBe("payload_too_large");
   });
 
-  it("refuses a body marked base64 that is not, with invalid_payload", async () => {
+  it("refuses a forged body marked base64 that is not with 401: the signature check comes first (issue 15)", async () => {
     const event = { ...fixture<LambdaProxyEventV2>("http-api-v2"), isBase64Encoded: true, body: "not*base64" };
     const result = await lambda(event, context);
-    expect(result.statusCode).toBe(400);
+    expect(result.statusCode).toBe(401);
     expect(JSON.parse(result.body).error).toEqual({
-      code: "invalid_payload",
-      message: "the event's body is marked isBase64Encoded but is not base64",
+      code: "invalid_signature",
+      message: "the body is marked isBase64Encoded but is not base64, so service-signature cannot be its HMAC-SHA256",
     });
+    // Without a signature at all, the answer is missing_signature, as for any other body.
+    const unsigned = { ...event, headers: {} };
+    expect(JSON.parse((await lambda(unsigned, context)).body).error.code).toBe("missing_signature");
   });
 
   it("answers 405, never throws, for events that are not HTTP requests", async () => {
@@ -231,6 +234,19 @@ describe("Lambda bodies and events", () => {
       expect(result.statusCode).toBe(405);
       expect(JSON.parse(result.body).error.code).toBe("method_not_allowed");
     }
+  });
+
+  it("says what a non-HTTP invocation is, instead of 'method undefined' (issue 15)", async () => {
+    const sqs = { Records: [{ messageId: "1", body: "{}", eventSource: "aws:sqs" }] };
+    const { message } = JSON.parse((await lambda(sqs as never, context)).body).error;
+    expect(message).toMatch(/^this invocation is not an HTTP request: it is a batch of Records \(as SQS/);
+    expect(message).toContain("API Gateway (REST or HTTP API) or a function URL");
+    expect(message).not.toContain("undefined");
+    const scheduled = { source: "aws.events", "detail-type": "Scheduled Event" };
+    expect(JSON.parse((await lambda(scheduled as never, context)).body).error.message).toContain(
+      'an event with the fields "source", "detail-type"',
+    );
+    expect(JSON.parse((await lambda(null as never, context)).body).error.message).toContain("a null event");
   });
 
   it("reads the method of a v1 event from httpMethod and of a v2 event from requestContext.http.method", async () => {

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { WebhookEvent } from "../events.js";
 import { nodeBody } from "../node/body-source.js";
 import { sendAnswer } from "../node/respond.js";
-import { createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
+import { type Accepted, createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 
 declare global {
@@ -19,9 +19,14 @@ export type WebhookRequest = IncomingMessage & { webhookEvent: WebhookEvent };
 
 /**
  * Options of the Express {@link webhookMiddleware}: the receiver's options (`secret`, `limit`,
- * `maxAge`, `dedupe`, `bodyTimeout`, hooks), and an optional `onEvent(event, req, res)`.
+ * `maxAge`, `dedupe`, `bodyTimeout`, hooks), and an optional `onEvent(event, req, res)`, whose
+ * `req` and `res` are Express's own `Request` and `Response` where the middleware is mounted on
+ * an Express app (Node's own on a plain `node:http` server).
  */
-export type ExpressWebhookOptions = HandlerOptions<[req: IncomingMessage, res: ServerResponse]>;
+export type ExpressWebhookOptions<
+  Req extends IncomingMessage = IncomingMessage,
+  Res extends ServerResponse = ServerResponse,
+> = HandlerOptions<[req: Req, res: Res]>;
 
 const FIX =
   "mount webhookMiddleware before express.json(), express.text() or any other body parser on this route, " +
@@ -32,8 +37,9 @@ const FIX =
  * Express (and Connect, and plain `node:http`) middleware that verifies each delivery.
  * With `onEvent`, it runs it and answers itself: 204 (or the reply `onEvent` returns, or what it
  * wrote to `res`), 500 `handler_error` if it throws. Without `onEvent`, it puts the typed event
- * on `req.webhookEvent` and calls `next()`; a route that answers 5xx (or never answers) counts as
- * a failed handler for `dedupe`. A refused delivery is answered with its status and
+ * on `req.webhookEvent` and calls `next()`; with `dedupe`, the claim stands until the route ends its
+ * answer, whatever the client does meanwhile: a 2xx marks the event handled, any other status
+ * (or `res.destroy()`) releases it. A refused delivery is answered with its status and
  * `{ "error": { "code", "message" } }`. It reads the raw body itself, so mount it before
  * `express.json()`; it also takes the bytes left by `express.raw()` or in `req.rawBody`.
  *
@@ -49,16 +55,19 @@ const FIX =
  * });
  * ```
  */
-export function webhookMiddleware(
-  options: ExpressWebhookOptions,
-): (req: IncomingMessage, res: ServerResponse, next: (error?: unknown) => void) => Promise<void> {
-  const receiver = createReceiver(options);
+export function webhookMiddleware<
+  Req extends IncomingMessage = IncomingMessage,
+  Res extends ServerResponse = ServerResponse,
+>(options: ExpressWebhookOptions<Req, Res>): (req: Req, res: Res, next: (error?: unknown) => void) => Promise<void> {
+  const receiver = createReceiver<[Req, Res]>(options, {
+    answered: (_req, res) => (res.headersSent ? res.statusCode : undefined),
+  });
 
   return async function flagWebhooksExpress(req, res, next) {
     if (options.onEvent) {
       const answer = await receiver.handle(deliveryOf(req), req, res);
-      // The handler may have answered on `res` itself; otherwise the core's answer is written.
-      if ("status" in answer && !res.headersSent) sendAnswer(res, answer);
+      // undefined: the handler answered on `res` itself.
+      if (answer && "status" in answer) sendAnswer(res, answer);
       return;
     }
     const accepted = await receiver.accept(deliveryOf(req), req, res);
@@ -66,14 +75,32 @@ export function webhookMiddleware(
       sendAnswer(res, accepted);
       return;
     }
-    if (receiver.settles) {
-      // The route after us is the handler: it failed if it answered 5xx or the connection
-      // closed before it answered.
-      res.once("finish", () => void accepted.settle(res.statusCode < 500));
-      res.once("close", () => void accepted.settle(false));
-    }
-    (req as WebhookRequest).webhookEvent = accepted.event;
+    if (receiver.settles) settleOnAnswer(res, accepted);
+    (req as IncomingMessage as WebhookRequest).webhookEvent = accepted.event;
     next();
+  };
+}
+
+/**
+ * The route after us is the handler, and it is finished when it ends its answer (`res.end`, which
+ * every Express answer goes through) or cuts it (`res.destroy`). Not on the response's `close`:
+ * a client that hangs up closes it while the route still works, and releasing the claim then let
+ * the sender's retry run the route a second time, concurrently (issue 15). A route that never
+ * answers holds the claim until its lease runs out.
+ */
+function settleOnAnswer(res: ServerResponse, accepted: Accepted): void {
+  const { end, destroy } = res;
+  res.end = function end_(this: ServerResponse, ...args: unknown[]) {
+    res.end = end;
+    res.destroy = destroy;
+    void accepted.settle(res.statusCode);
+    return (end as (...args: unknown[]) => ServerResponse).apply(this, args);
+  } as ServerResponse["end"];
+  res.destroy = function destroy_(this: ServerResponse, error?: Error) {
+    res.end = end;
+    res.destroy = destroy;
+    void accepted.settle(undefined);
+    return destroy.call(this, error);
   };
 }
 

@@ -64,18 +64,23 @@ export const webhookPlugin: FastifyPluginAsync<FastifyWebhookOptions> = Object.a
       if (typeof options?.[name] !== type) throw new TypeError(`flag-webhooks: option "${name}" must be a ${type}`);
     }
     const { onEvent } = options;
-    const receiver = createReceiver<[FastifyRequest, FastifyReply]>({
-      ...options,
-      onEvent(event, request, reply) {
-        request.webhookEvent = event;
-        return onEvent(event, request, reply);
+    const receiver = createReceiver<[FastifyRequest, FastifyReply]>(
+      {
+        ...options,
+        // The app's own logger by default, so an error is one JSON line like the rest of its logs.
+        onError: options.onError ?? logToRequest,
+        onEvent(event, request, reply) {
+          request.webhookEvent = event;
+          return onEvent(event, request, reply);
+        },
       },
-    });
+      { answered: (_request, reply) => (reply.sent ? reply.statusCode : undefined) },
+    );
 
     async function answerDelivery(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
       const answer = await receiver.handle(deliveryOf(request), request, reply);
-      // onEvent may have answered with reply.send() itself.
-      if (!reply.sent) send(reply, answer as Answer);
+      // undefined: onEvent answered with reply.send() itself.
+      if (answer && !reply.sent) send(reply, answer as Answer);
       return reply;
     }
 
@@ -100,6 +105,10 @@ export const webhookPlugin: FastifyPluginAsync<FastifyWebhookOptions> = Object.a
   },
   { [Symbol.for("fastify.display-name")]: "flag-webhooks" },
 );
+
+function logToRequest(error: unknown, request: FastifyRequest): void {
+  request.log.error({ err: error }, "flag-webhooks: onEvent, a hook or the dedupe store failed");
+}
 
 function deliveryOf(request: FastifyRequest): Delivery {
   const raw = (request as { rawBody?: unknown }).rawBody;

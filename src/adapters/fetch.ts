@@ -2,7 +2,7 @@ import type { WebhookEvent } from "../events.js";
 import { createReceiver, type Delivery, type HandlerOptions, type ReceiverOptions } from "../receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 import { readRequestBody } from "../web/read-body.js";
-import { toResponse } from "../web/respond.js";
+import { handledResponse, responseStatus } from "../web/respond.js";
 
 /**
  * Options of {@link webhookHandler}: the receiver's options (`secret`, `limit`, `maxAge`,
@@ -13,6 +13,7 @@ export interface WebhookHandlerOptions extends HandlerOptions<[request: Request]
    * Called with each verified event; the delivery is answered once it resolves: with the
    * Response it returns, if it returns one, else 204 (or the `{ status }` reply it returns). If it
    * throws, the answer is 500 `handler_error` without the thrown message, so the service retries.
+   * With `dedupe`, only a 2xx answer marks the event handled.
    */
   onEvent: (event: WebhookEvent, request: Request) => unknown;
 }
@@ -59,12 +60,11 @@ export async function verifyRequest(request: Request, options: Omit<ReceiverOpti
  * ```
  */
 export function webhookHandler(options: WebhookHandlerOptions): (request: Request) => Promise<Response> {
-  const receiver = createReceiver(options, (value) => value instanceof Response);
+  const receiver = createReceiver(options, { native: responseStatus });
   if (typeof options.onEvent !== "function") throw new TypeError('flag-webhooks: option "onEvent" must be a function');
 
   return async function flagWebhooksFetch(request) {
-    const answer = await receiver.handle(deliveryOf(request), request);
-    return "native" in answer ? (answer.native as Response) : toResponse(answer);
+    return handledResponse(await receiver.handle(deliveryOf(request), request));
   };
 }
 

@@ -4,7 +4,7 @@ import type { Payload } from "../payload.js";
 import { createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 import { readRequestBody } from "../web/read-body.js";
-import { toResponse } from "../web/respond.js";
+import { handledResponse, responseStatus, toResponse } from "../web/respond.js";
 
 /**
  * The Hono environment {@link webhookMiddleware} adds to a route: `c.var.webhookEvent` (and
@@ -40,8 +40,8 @@ interface HonoRequestLike {
 
 /**
  * Hono middleware that verifies each delivery. Without `onEvent`, it puts the typed event on the
- * context, `c.var.webhookEvent` / `c.get("webhookEvent")`, and awaits `next()`; a route that
- * throws or answers 5xx counts as a failed handler for `dedupe`. With `onEvent`, it runs it and
+ * context, `c.var.webhookEvent` / `c.get("webhookEvent")`, and awaits `next()`; with `dedupe`, a
+ * route that throws or answers anything but 2xx counts as a failed handler. With `onEvent`, it runs it and
  * answers itself: 204, the `{ status }` reply `onEvent` returns, or the `Response` it returns;
  * 500 `handler_error` if it throws. A refused delivery gets its status and
  * `{ "error": { "code", "message" } }`. It reads the body itself from `c.req.raw`; a body already
@@ -63,24 +63,21 @@ interface HonoRequestLike {
  */
 // biome-ignore lint/complexity/noBannedTypes: `{}` is Hono's own "no environment" (BlankEnv).
 export function webhookMiddleware<E extends Env = {}>(options: HonoWebhookOptions): MiddlewareHandler<E & WebhookEnv> {
-  const receiver = createReceiver(options, (value) => value instanceof Response);
+  const receiver = createReceiver(options, { native: responseStatus });
 
   return async function flagWebhooksHono(c, next) {
-    if (options.onEvent) {
-      const answer = await receiver.handle(deliveryOf(c.req), c);
-      return "native" in answer ? (answer.native as Response) : toResponse(answer);
-    }
+    if (options.onEvent) return handledResponse(await receiver.handle(deliveryOf(c.req), c));
     const accepted = await receiver.accept(deliveryOf(c.req), c);
     if (!("event" in accepted)) return toResponse(accepted);
     c.set("webhookEvent", accepted.event);
     try {
       await next();
     } catch (error) {
-      await accepted.settle(false);
+      await accepted.settle(undefined);
       throw error;
     }
     // Hono catches what a handler throws, answers through app.onError, and keeps it on c.error.
-    await accepted.settle(c.error === undefined && c.res.status < 500);
+    await accepted.settle(c.error === undefined ? c.res.status : undefined);
   };
 }
 

@@ -21,9 +21,10 @@ export interface WebhookState {
 
 /**
  * Options of the Koa {@link webhookMiddleware}: the receiver's options (`secret`, `limit`,
- * `maxAge`, `dedupe`, `bodyTimeout`, hooks), and an optional `onEvent(event, ctx)`.
+ * `maxAge`, `dedupe`, `bodyTimeout`, hooks), and an optional `onEvent(event, ctx)`, whose `ctx`
+ * is the app's own context type where the middleware is mounted (`app.use`, a router's route).
  */
-export type KoaWebhookOptions = HandlerOptions<[ctx: KoaLikeContext]>;
+export type KoaWebhookOptions<Ctx extends KoaLikeContext = KoaLikeContext> = HandlerOptions<[ctx: Ctx]>;
 
 const FIX =
   "mount webhookMiddleware before the body parser (@koa/bodyparser, koa-bodyparser, koa-body) on the webhook route, " +
@@ -35,7 +36,8 @@ const UNPARSED = Symbol.for("unparsedBody");
  * Koa (and Koa-style) middleware that verifies each delivery. With `onEvent`, it runs it and
  * answers itself: 204 (or the reply `onEvent` returns, or the body it set on `ctx`), 500
  * `handler_error` if it throws. Without `onEvent`, it sets `ctx.state.webhookEvent` and awaits
- * `next()`; a downstream that throws or answers 5xx counts as a failed handler for `dedupe`.
+ * `next()`; with `dedupe`, a downstream that throws or answers anything but 2xx counts as a failed
+ * handler (Koa answers 404 when no one sets a body or status).
  * A refused delivery gets its status and `{ "error": { "code", "message" } }` as `ctx.body`.
  * Mount it before any body parser: a parser's `rawBody` is decoded text, not the bytes (see the
  * README's Koa notes).
@@ -53,18 +55,15 @@ const UNPARSED = Symbol.for("unparsedBody");
  * });
  * ```
  */
-export function webhookMiddleware(
-  options: KoaWebhookOptions,
-): (ctx: KoaLikeContext, next: () => Promise<unknown>) => Promise<void> {
-  const receiver = createReceiver(options);
+export function webhookMiddleware<Ctx extends KoaLikeContext = KoaLikeContext>(
+  options: KoaWebhookOptions<Ctx>,
+): (ctx: Ctx, next: () => Promise<unknown>) => Promise<void> {
+  const receiver = createReceiver<[Ctx]>(options, { answered: koaAnswer });
 
   return async function flagWebhooksKoa(ctx, next) {
     if (options.onEvent) {
       const answer = await receiver.handle(deliveryOf(ctx), ctx);
-      // Koa's status stays 404 with no body until someone answers: the handler may have.
-      if ("status" in answer && (answer.status >= 400 || (ctx.body == null && ctx.status === 404))) {
-        write(ctx, answer);
-      }
+      if (answer && "status" in answer) write(ctx, answer);
       return;
     }
     const accepted = await receiver.accept(deliveryOf(ctx), ctx);
@@ -76,11 +75,16 @@ export function webhookMiddleware(
     try {
       await next();
     } catch (error) {
-      await accepted.settle(false);
+      await accepted.settle(undefined);
       throw error;
     }
-    await accepted.settle(ctx.status < 500);
+    await accepted.settle(ctx.status);
   };
+}
+
+/** The status a handler set on `ctx`: Koa's stays 404 with no body until someone answers. */
+function koaAnswer(ctx: KoaLikeContext): number | undefined {
+  return ctx.body == null && ctx.status === 404 ? undefined : ctx.status;
 }
 
 function deliveryOf(ctx: KoaLikeContext): Delivery {

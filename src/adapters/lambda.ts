@@ -48,15 +48,21 @@ export interface LambdaProxyResult {
 
 /**
  * Options of the Lambda {@link webhookHandler}: the receiver's options (`secret`, `limit`,
- * `maxAge`, `dedupe`, hooks), and `onEvent(event, lambdaEvent, context)`.
+ * `maxAge`, `dedupe`, hooks), and `onEvent(event, lambdaEvent, context)`. The type parameters are
+ * the trigger's event and context types (from `@types/aws-lambda`, say), inferred from the
+ * handler type you assign to.
  */
-export interface LambdaWebhookOptions extends HandlerOptions<[lambdaEvent: LambdaProxyEvent, context: LambdaContext]> {
+export interface LambdaWebhookOptions<
+  Event extends LambdaProxyEvent = LambdaProxyEvent,
+  Context extends LambdaContext = LambdaContext,
+> extends HandlerOptions<[lambdaEvent: Event, context: Context]> {
   /**
    * Called with each verified event; the delivery is answered once it resolves: 204, the
    * `{ status }` reply it returns, or a proxy result (`{ statusCode, body }`) it returns, sent as
-   * it is. If it throws, the answer is 500 `handler_error` without the thrown message.
+   * it is. If it throws, the answer is 500 `handler_error` without the thrown message. With
+   * `dedupe`, only a 2xx answer marks the event handled.
    */
-  onEvent: (event: WebhookEvent, lambdaEvent: LambdaProxyEvent, context: LambdaContext) => unknown;
+  onEvent: (event: WebhookEvent, lambdaEvent: Event, context: Context) => unknown;
 }
 
 /**
@@ -68,6 +74,9 @@ export interface LambdaWebhookOptions extends HandlerOptions<[lambdaEvent: Lambd
  * result: numeric `statusCode`, string `body`, and a refusal in `{ "error": { "code", "message" } }`
  * with `content-type: application/json; charset=utf-8`. Options are checked when it is created.
  *
+ * An event with no HTTP method (a queue's `{ Records }`, say) is answered 405 with a message that
+ * says what it is.
+ *
  * @example
  * ```ts
  * import { webhookHandler } from "flag-webhooks/lambda";
@@ -78,14 +87,16 @@ export interface LambdaWebhookOptions extends HandlerOptions<[lambdaEvent: Lambd
  * });
  * ```
  */
-export function webhookHandler(
-  options: LambdaWebhookOptions,
-): (event: LambdaProxyEvent, context: LambdaContext) => Promise<LambdaProxyResult> {
-  const receiver = createReceiver(options, isProxyResult);
+export function webhookHandler<
+  Event extends LambdaProxyEvent = LambdaProxyEvent,
+  Context extends LambdaContext = LambdaContext,
+>(options: LambdaWebhookOptions<Event, Context>): (event: Event, context: Context) => Promise<LambdaProxyResult> {
+  const receiver = createReceiver<[Event, Context]>(options, { native: proxyResultStatus });
   if (typeof options.onEvent !== "function") throw new TypeError('flag-webhooks: option "onEvent" must be a function');
 
   return async function flagWebhooksLambda(event, context) {
     const answer = await receiver.handle(deliveryOf(event), event, context);
+    if (answer === undefined) return toResult({ status: 204, headers: {}, body: null, close: false });
     return "native" in answer ? (answer.native as LambdaProxyResult) : toResult(answer);
   };
 }
@@ -94,11 +105,27 @@ function deliveryOf(event: LambdaProxyEvent): Delivery {
   // Lambda hands over whatever the trigger sent: read it without trusting its shape.
   const e = (typeof event === "object" && event !== null ? event : {}) as Partial<LambdaProxyEventV1> &
     Partial<LambdaProxyEventV2>;
+  const method = typeof e.httpMethod === "string" ? e.httpMethod : e.requestContext?.http?.method;
   return {
-    method: typeof e.httpMethod === "string" ? e.httpMethod : e.requestContext?.http?.method,
+    method,
+    notHttp: typeof method === "string" ? undefined : notHttp(event),
     signature: signatureOf(e.multiValueHeaders) ?? signatureOf(e.headers),
     body: () => bodyOf(e.body, e.isBase64Encoded === true),
   };
+}
+
+/** What an invocation with no HTTP method is, in words: the trigger is wired to the wrong function. */
+function notHttp(event: unknown): string {
+  const keys = typeof event === "object" && event !== null ? Object.keys(event).slice(0, 5) : [];
+  const what = Array.isArray((event as { Records?: unknown } | null)?.Records)
+    ? "a batch of Records (as SQS, SNS, S3, Kinesis and DynamoDB streams send)"
+    : keys.length > 0
+      ? `an event with the fields ${keys.map((key) => JSON.stringify(key.slice(0, 40))).join(", ")}`
+      : `a ${event === null ? "null" : typeof event} event`;
+  return (
+    `this invocation is not an HTTP request: it is ${what}. webhookHandler answers deliveries through ` +
+    "API Gateway (REST or HTTP API) or a function URL; connect the webhook route to it, and other triggers to other functions"
+  );
 }
 
 /**
@@ -122,21 +149,25 @@ function bodyOf(body: unknown, base64: boolean): Payload {
   try {
     binary = atob(body);
   } catch {
-    throw new WebhookError("invalid_payload", "the event's body is marked isBase64Encoded but is not base64");
+    // API Gateway never sends such a body: no signature can be over bytes that are not there, and
+    // an unsigned request learns nothing but that (the signature's 401 comes first, as everywhere).
+    throw new WebhookError(
+      "invalid_signature",
+      `the body is marked isBase64Encoded but is not base64, so ${SIGNATURE_HEADER} cannot be its HMAC-SHA256`,
+    );
   }
   const bytes = new Uint8Array(binary.length);
   for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
   return bytes;
 }
 
-/** A proxy result `onEvent` built itself: a plain object with a numeric statusCode. */
-function isProxyResult(value: unknown): boolean {
-  return (
-    typeof value === "object" &&
-    value !== null &&
-    Object.getPrototypeOf(value) === Object.prototype &&
-    Number.isInteger((value as { statusCode?: unknown }).statusCode)
-  );
+/** The status of a proxy result `onEvent` built itself: a plain object with a whole statusCode. */
+function proxyResultStatus(value: unknown): number | undefined {
+  if (typeof value !== "object" || value === null || Object.getPrototypeOf(value) !== Object.prototype) {
+    return undefined;
+  }
+  const { statusCode } = value as { statusCode?: unknown };
+  return Number.isInteger(statusCode) ? (statusCode as number) : undefined;
 }
 
 function toResult(answer: Answer): LambdaProxyResult {

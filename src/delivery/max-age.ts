@@ -11,20 +11,36 @@ const UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const DURATION = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?$/i;
 
 /**
- * A duration in milliseconds from a number of milliseconds or a string such as `"90s"`, `"5m"`,
- * `"1h"` or `"7d"`. Throws a TypeError naming the option for anything else, when a receiver is
- * created rather than on its first request.
+ * The longest delay a timer can wait: Node (and browsers) store it in a signed 32-bit integer and
+ * fire a longer one after 1 ms instead, so a timeout of `"30d"` would expire at once.
  */
-export function parseDuration(value: number | string, option: string): number {
-  if (typeof value === "number" && Number.isFinite(value) && value > 0) return value;
-  const match = typeof value === "string" && DURATION.exec(value.trim());
-  if (match) {
-    const ms = Number(match[1]) * UNITS[(match[2] ?? "ms").toLowerCase() as keyof typeof UNITS];
-    if (ms > 0) return ms;
+export const TIMER_MAX = 2 ** 31 - 1;
+
+/**
+ * A duration in milliseconds from a number of milliseconds or a string such as `"90s"`, `"5m"`,
+ * `"1h"` or `"7d"`, at most `max` ms (pass {@link TIMER_MAX} for a duration a timer waits).
+ * Throws a TypeError naming the option for anything else, when a receiver is created rather than
+ * on its first request.
+ */
+export function parseDuration(value: number | string, option: string, max = Number.MAX_SAFE_INTEGER): number {
+  let ms = Number.NaN;
+  if (typeof value === "number") {
+    ms = value;
+  } else {
+    const match = typeof value === "string" && DURATION.exec(value.trim());
+    if (match) ms = Number(match[1]) * UNITS[(match[2] ?? "ms").toLowerCase() as keyof typeof UNITS];
   }
-  throw new TypeError(
-    `flag-webhooks: option "${option}" must be a positive number of milliseconds or a duration such as "5m", got ${JSON.stringify(value)}`,
-  );
+  if (!(Number.isFinite(ms) && ms > 0)) {
+    throw new TypeError(
+      `flag-webhooks: option "${option}" must be a positive number of milliseconds or a duration such as "5m", got ${JSON.stringify(value)}`,
+    );
+  }
+  if (ms > max) {
+    throw new TypeError(
+      `flag-webhooks: option "${option}" must be at most ${max} ms${max === TIMER_MAX ? " (about 24.8 days, the longest a timer can wait)" : ""}, got ${JSON.stringify(value)}`,
+    );
+  }
+  return ms;
 }
 
 /**
@@ -33,6 +49,10 @@ export function parseDuration(value: number | string, option: string): number {
  * Both sides are checked: a past-only check lets a future-dated copy replay for ever.
  */
 export function checkAge(createdAt: string, maxAge: number, now: number): void {
+  if (!Number.isFinite(now)) {
+    // A clock that names no instant must not turn the window off: every comparison with NaN is false.
+    throw new TypeError(`flag-webhooks: the clock ("now") must return a finite number of ms, got ${now}`);
+  }
   const at = Date.parse(createdAt);
   if (Number.isNaN(at)) throw new WebhookError("invalid_payload", "createdAt is not a valid instant");
   if (now - at > maxAge) {

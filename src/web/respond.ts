@@ -1,6 +1,18 @@
-import type { Answer } from "../receiver.js";
+import type { Answer, NativeReply } from "../receiver.js";
 
 /** The core's answer as a fetch Response, for every adapter built on fetch's Request/Response. */
 export function toResponse(answer: Answer): Response {
   return new Response(answer.body, { status: answer.status, headers: answer.headers });
+}
+
+/** What `receiver.handle` gave, as the Response to return: the handler's own, or the core's. */
+export function handledResponse(answer: Answer | NativeReply | undefined): Response {
+  // No `answered` hook on the web adapters: undefined never comes, but answer something if it did.
+  if (answer === undefined) return new Response(null, { status: 204 });
+  return "native" in answer ? (answer.native as Response) : toResponse(answer);
+}
+
+/** The status of a `Response` that `onEvent` returned, which the adapter answers with as it is. */
+export function responseStatus(value: unknown): number | undefined {
+  return value instanceof Response ? value.status : undefined;
 }
