@@ -141,6 +141,30 @@ describe("Fastify webhookPlugin", () => {
     );
   });
 
+  it("logs a failing onEvent through the app's own logger, as one JSON line, when no onError is given (issue 15)", async () => {
+    const lines: string[] = [];
+    const console_ = vi.spyOn(console, "error").mockImplementation(() => {});
+    app = Fastify({ logger: { stream: { write: (line: string) => void lines.push(line) } } });
+    await app.register(webhookPlugin, {
+      path: "/webhooks",
+      secret,
+      onEvent: () => {
+        throw new Error("database password is hunter2");
+      },
+    });
+    const base = await app.listen({ port: 0, host: "127.0.0.1" });
+    expect((await deliver(base)).status).toBe(500);
+    const errors = lines.map((line) => JSON.parse(line)).filter((entry) => entry.level === 50);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({
+      msg: "flag-webhooks: onEvent, a hook or the dedupe store failed",
+      err: { message: "database password is hunter2", type: "Error" },
+      reqId: expect.any(String),
+    });
+    expect(console_).not.toHaveBeenCalled();
+    console_.mockRestore();
+  });
+
   it("verifies a delivery of any content type, a malformed one included, that Fastify would refuse with 415", async () => {
     const base = await start();
     for (const type of ["application/octet-stream", "application/x-www-form-urlencoded", "json", "text/"]) {

@@ -121,6 +121,8 @@ function app(): Hono {
     return c.json({ error: "unprocessable" }, 422);
   });
   app.post("/json", async (c) => c.json(await c.req.json()));
+  // The README's way to get our 405 for other methods: app.all instead of app.post.
+  app.all("/all", webhookMiddleware({ secret }), (c) => c.body(null, 204));
   app.onError((error, c) => (error instanceof HTTPException ? error.getResponse() : c.text("application error", 500)));
   return app;
 }
@@ -220,6 +222,20 @@ describe("Hono middleware with onEvent", () => {
     const text = await response.text();
     expect(JSON.parse(text).error.code).toBe("handler_error");
     expect(text).not.toContain("secret internals");
+  });
+});
+
+describe("other methods than POST (issue 15)", () => {
+  it("app.post leaves a GET to Hono (its plain-text 404); app.all answers our 405 with Allow: POST", async () => {
+    const viaPost = await fetch(`${base}/next`);
+    expect([viaPost.status, viaPost.headers.get("content-type")]).toEqual([404, "text/plain; charset=UTF-8"]);
+    const viaAll = await fetch(`${base}/all`);
+    expect([viaAll.status, viaAll.headers.get("allow"), (await errorOf(viaAll)).code]).toEqual([
+      405,
+      "POST",
+      "method_not_allowed",
+    ]);
+    expect((await post("/all")).status).toBe(204);
   });
 });
 
