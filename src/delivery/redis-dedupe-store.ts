@@ -74,7 +74,6 @@ export class RedisDedupeStore implements DedupeStore {
       throw new TypeError("flag-webhooks: RedisDedupeStore needs an ioredis or node-redis client");
     }
     const { scope, prefix = "flag-webhooks:dedupe:", timeout } = options ?? ({} as RedisDedupeStoreOptions);
-    if (typeof prefix !== "string") throw new TypeError('flag-webhooks: option "prefix" must be a string');
     this.#prefix = `${prefix}${checkScope(scope, "RedisDedupeStore")}:`;
     this.#timeout = timeout === undefined ? DEFAULT_TIMEOUT : parseDuration(timeout, "timeout");
   }
@@ -98,13 +97,8 @@ export class RedisDedupeStore implements DedupeStore {
   }
 
   /** One command, bounded by the timeout; `late` gets its result if it arrives after that. */
-  #call(args: string[], late?: (result: unknown) => void): Promise<unknown> {
-    let sent: Promise<unknown>;
-    try {
-      sent = this.#send(args);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+  async #call(args: string[], late?: (result: unknown) => void): Promise<unknown> {
+    const sent = this.#send(args); // async: a client that throws rejects instead
     return new Promise((resolve, reject) => {
       let expired = false;
       const timer = setTimeout(() => {
