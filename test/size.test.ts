@@ -13,6 +13,7 @@ const dist = resolve(import.meta.dirname, "../dist");
 const VERIFY_BUDGET = 3072;
 const CORE_BUDGET = 4096;
 const ADAPTER_BUDGET = 1536;
+const QUEUE_BUDGET = 2048;
 
 async function gzippedSize(entry: string, only?: string, external: string[] = []): Promise<number> {
   const file = resolve(dist, `${entry}.js`);
@@ -57,11 +58,12 @@ describe("bundle size", () => {
     },
   );
 
-  // The queue entry takes only WebhookError and a duration parser from the core, not the
+  // The queue entry takes WebhookError, a duration parser, the scope check and the event validator
+  // (processEvents checks each job with the receiver's rules, issue 15) from the core, not the
   // whole core, so it is measured on its own: what it adds to an app, BullMQ itself aside.
-  it(`keeps the bullmq entry within ${ADAPTER_BUDGET} bytes, BullMQ aside`, async () => {
+  it(`keeps the bullmq entry within ${QUEUE_BUDGET} bytes, BullMQ aside`, async () => {
     const size = await gzippedSize("bullmq", undefined, ["bullmq"]);
-    console.log(`bullmq: ${size} B gzipped with what it takes from the core (budget ${ADAPTER_BUDGET})`);
-    expect(size).toBeLessThanOrEqual(ADAPTER_BUDGET);
+    console.log(`bullmq: ${size} B gzipped with what it takes from the core (budget ${QUEUE_BUDGET})`);
+    expect(size).toBeLessThanOrEqual(QUEUE_BUDGET);
   });
 });
