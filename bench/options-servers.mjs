@@ -40,9 +40,15 @@ const CASES = {
   "max-age": async () => ({ maxAge: "1h" }),
   memory: async () => ({ dedupe: { store: fullMemoryStore(), ttl: TTL } }),
   "memory-duplicate": async () => ({ dedupe: { store: fullMemoryStore(), ttl: TTL } }),
-  "redis-ioredis": async () => ({ dedupe: { store: new RedisDedupeStore(await ioredis()), ttl: TTL } }),
-  "redis-node-redis": async () => ({ dedupe: { store: new RedisDedupeStore(await nodeRedis()), ttl: TTL } }),
-  "redis-duplicate": async () => ({ dedupe: { store: new RedisDedupeStore(await ioredis()), ttl: TTL } }),
+  "redis-ioredis": async () => ({
+    dedupe: { store: new RedisDedupeStore(await ioredis(), { scope: "bench" }), ttl: TTL },
+  }),
+  "redis-node-redis": async () => ({
+    dedupe: { store: new RedisDedupeStore(await nodeRedis(), { scope: "bench" }), ttl: TTL },
+  }),
+  "redis-duplicate": async () => ({
+    dedupe: { store: new RedisDedupeStore(await ioredis(), { scope: "bench" }), ttl: TTL },
+  }),
 };
 
 const name = process.argv[2];

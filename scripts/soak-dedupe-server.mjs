@@ -18,7 +18,7 @@ if (SOAK_CLIENT === "ioredis") {
 }
 const clientErrors = [];
 client.on("error", (error) => clientErrors.push(String(error)));
-const store = new RedisDedupeStore(client, { prefix: "soak:" });
+const store = new RedisDedupeStore(client, { prefix: "soak:", scope: "soak-app" });
 
 // One counter per expected id (evt_0 … evt_N-1): a fixed ~100 KB, so the memory figure is the
 // library's, the client's and Express's, not a growing Map of ids.

@@ -191,3 +191,11 @@ function string(owner: Record<string, unknown>, key: string, at = ""): string {
 function invalid(message: string, cause?: unknown): WebhookError {
   return new WebhookError("invalid_payload", message, { cause });
 }
+
+/**
+ * Validates a value that is already parsed JSON (a queued job's data) with exactly the rules of
+ * {@link parseEvent}, and returns it typed. For flag-webhooks/bullmq; not exported by the package.
+ */
+export function validateParsedEvent(value: unknown): WebhookEvent {
+  return validateEvent(value);
+}

@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serve } from "../examples/fetch-node.js";
 import { webhookMiddleware } from "../src/adapters/express.js";
 import { webhookHandler } from "../src/adapters/fetch.js";
-import { WebhookError } from "../src/index.js";
-import { enqueueTo, eventJobId, processEvents } from "../src/queue/bullmq.js";
+import { createRouter, parseEvent, WebhookError } from "../src/index.js";
+import { type EventJob, enqueueTo, eventJobId, processEvents } from "../src/queue/bullmq.js";
 import { close, listen } from "./http.js";
 import { type RedisServer, redisAvailability, startRedis, stopRedis } from "./support/redis-server.js";
 
@@ -277,6 +277,123 @@ describe.skipIf(!availability.available)("BullMQ queue hand-off (real redis-serv
     await until(() => others.every((id) => doneCount(id) === 1), 10_000, "the later events");
     expect(doneCount("slow_1")).toBe(1);
   }, 40_000);
+
+  // Issue 15 item 3: the service sends one event, with one id, to every endpoint subscribed to it.
+  // Two endpoints (an audit app and a cache app) feeding one queue must each get every event.
+  it("two endpoints on one queue, each with its scope: every event is enqueued and processed once per endpoint", async () => {
+    const connection = { host: "127.0.0.1", port: redis.port };
+    const name = "flag-events-shared";
+    const processed: string[] = [];
+    const worker = processEvents({
+      queue: name,
+      connection,
+      concurrency: 5,
+      onEvent: (event, job) => void processed.push(`${job.id} ${event.id}`),
+    });
+    worker.on("error", () => {});
+    const queue = new Queue(name, { connection });
+    queue.on("error", () => {});
+    queues.push(queue);
+    const receivers: Server[] = [];
+    try {
+      for (const scope of ["audit-app", "cache-app"]) {
+        // Each endpoint has two instances (Express and fetch), each with its own Queue object.
+        const mine = () => {
+          const own = new Queue(name, { connection });
+          own.on("error", () => {});
+          queues.push(own);
+          return enqueueTo(own, { scope });
+        };
+        const app = express();
+        app.post("/webhooks", webhookMiddleware({ secret, onEvent: mine() }));
+        receivers.push(await listen(createServer(app)));
+        receivers.push(await listen(serve(webhookHandler({ secret, onEvent: mine() }))));
+      }
+      const ids = Array.from({ length: 10 }, (_, n) => `evt_shared_${n}`);
+      // Every event to both endpoints, twice each (once per instance), half of them at once.
+      const answers = await Promise.all(
+        ids.flatMap((id, n) =>
+          [0, 2].map(async (first) => {
+            const [a, b] = [receivers[first] as Server, receivers[first + 1] as Server];
+            if (n % 2) return Promise.all([post(a, id), post(b, id)]);
+            return [await post(a, id), await post(b, id)];
+          }),
+        ),
+      );
+      expect(answers.flat().map((answer) => answer.status)).toEqual(Array(40).fill(202));
+      await until(() => processed.length >= 20, 20_000, "every event to be processed for both endpoints");
+      await sleep(300); // time for a wrong, third run to show up
+      const expected = ids.flatMap((id) => [
+        `${eventJobId(id, "audit-app")} ${id}`,
+        `${eventJobId(id, "cache-app")} ${id}`,
+      ]);
+      expect(processed.sort()).toEqual(expected.sort());
+      expect(eventJobId("evt_shared_0", "audit-app")).toBe("@audit-app/event-evt_shared_0");
+      // Without a scope, the queue is the scope: the second endpoint's copy adds no job.
+      const event = JSON.parse(delivery("evt_unscoped").body);
+      await enqueueTo(queue)(event);
+      await enqueueTo(queue)(event);
+      expect(await queue.getJobCountByTypes("completed", "active", "waiting")).toBe(21);
+    } finally {
+      await Promise.all(receivers.map(close));
+      await worker.close();
+    }
+  }, 40_000);
+
+  // Issue 15 item 12: a job added by other code is checked by the receiver's own parser.
+  it("fails a job whose data is not a valid event at once, without retries, and never hands it to the handler", async () => {
+    const connection = { host: "127.0.0.1", port: redis.port };
+    const name = "flag-events-validated";
+    const seen: string[] = [];
+    const router = createRouter<[job: EventJob]>()
+      .on("flag.updated", (event) => void seen.push(`flag.updated ${event.id} ${typeof event.data.flag}`))
+      .on("unknown", (event) => void seen.push(`unknown ${event.id} ${event.originalType}`));
+    const worker = processEvents({ queue: name, connection, onEvent: router });
+    worker.on("error", () => {});
+    const queue = new Queue(name, { connection });
+    queue.on("error", () => {});
+    queues.push(queue);
+    try {
+      const valid = JSON.parse(delivery("evt_valid").body);
+      const newer = parseEvent(JSON.stringify({ ...valid, id: "evt_newer", type: "flag.archived", data: {} }));
+      await enqueueTo(queue)(valid);
+      await enqueueTo(queue)(newer); // a type this version does not know: kept as "unknown"
+      const retries = { attempts: 5, backoff: { type: "fixed", delay: 10 } };
+      const bad: [string, unknown][] = [
+        ["bad_flag", { ...valid, id: "bad_flag", data: { ...valid.data, flag: 42 } }],
+        ["bad_changes", { ...valid, id: "bad_changes", data: { ...valid.data, changes: [{ path: 1 }] } }],
+        ["bad_id", { ...valid, id: 7 }],
+        ["bad_unknown", { ...valid, id: "bad_unknown", type: "unknown", originalType: "flag.updated" }],
+        ["bad_null", null],
+      ];
+      for (const [jobId, data] of bad) await queue.add("flag.updated", data as never, { ...retries, jobId });
+      await until(
+        async () => (await queue.getFailedCount()) === bad.length && (await queue.getCompletedCount()) === 2,
+        15_000,
+        "the invalid jobs to fail and the valid ones to complete",
+      );
+      await sleep(300); // time for a wrong retry to show up
+      const failed = await Promise.all(bad.map(([jobId]) => queue.getJob(jobId)));
+      expect(failed.map((job) => [job?.id, job?.attemptsMade, job?.failedReason])).toEqual([
+        ["bad_flag", 1, "job bad_flag does not hold a valid flag-webhooks event: data.flag must be a string"],
+        [
+          "bad_changes",
+          1,
+          "job bad_changes does not hold a valid flag-webhooks event: data.changes[0].path must be a string",
+        ],
+        ["bad_id", 1, "job bad_id does not hold a valid flag-webhooks event: id must be a string"],
+        [
+          "bad_unknown",
+          1,
+          'job bad_unknown does not hold a valid flag-webhooks event: type is "unknown" but originalType is the known type "flag.updated"',
+        ],
+        ["bad_null", 1, "job bad_null does not hold a valid flag-webhooks event: body must be an object"],
+      ]);
+      expect(seen.sort()).toEqual(["flag.updated evt_valid string", "unknown evt_newer flag.archived"]);
+    } finally {
+      await worker.close();
+    }
+  }, 30_000);
 });
 
 describe("enqueueTo and processEvents options", () => {
@@ -285,6 +402,34 @@ describe("enqueueTo and processEvents options", () => {
     expect(() => enqueueTo({ add: async () => {} } as never, { timeout: "soon" })).toThrow(/"timeout"/);
     expect(() => processEvents({ queue: "", connection: {}, onEvent: () => {} })).toThrow(/"queue"/);
     expect(() => processEvents({ queue: "q", connection: {}, onEvent: undefined as never })).toThrow(/"onEvent"/);
+  });
+
+  it("checks a scope like the dedupe stores do, and no event id and scope pair shares a job id with another", () => {
+    const queue = { add: async () => {} } as never;
+    for (const scope of ["", "a/b", "a:b", "x".repeat(101), 5]) {
+      expect(() => enqueueTo(queue, { scope } as never)).toThrow(
+        /option "scope" of enqueueTo must be 1-100 characters/,
+      );
+    }
+    // Pairs that a naive separator would merge: a scope ending like an id begins, an unscoped id
+    // that looks scoped, "%" and ":" in either part.
+    const pairs: [string, string | undefined][] = [
+      ["x", "a"],
+      ["@a/event-x", undefined],
+      ["a/event-x", undefined],
+      ["event-x", "a"],
+      ["x", "a.event-"],
+      ["a.event-x", undefined],
+      ["b/x", "a"],
+      ["25x", "a"],
+      ["a%x", undefined],
+      ["x:y", "a"],
+      ["x%3Ay", "a"],
+    ];
+    const ids = pairs.map(([id, scope]) => eventJobId(id, scope));
+    expect(new Set(ids).size).toBe(pairs.length);
+    for (const id of ids) expect(id).not.toContain(":");
+    expect(() => eventJobId("x", "a/b")).toThrow(/"scope"/);
   });
 
   it("answers 503 store_unavailable, never 2xx, when Redis does not acknowledge in time", async () => {

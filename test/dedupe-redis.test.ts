@@ -26,6 +26,7 @@ import { type RedisServer, redisAvailability, startRedis, stopRedis } from "./su
 const availability = redisAvailability();
 const SECRET = "whsec-dedupe-redis-test";
 const PREFIX = "fleet:";
+const SCOPE = "audit-app";
 const [IOREDIS, IOREDIS5, NODE_REDIS, NODE_REDIS4] = CLIENT_KINDS as [ClientKind, ClientKind, ClientKind, ClientKind];
 
 type AdapterName = "Express" | "Koa" | "fetch";
@@ -134,10 +135,10 @@ describe.skipIf(!availability.available)(
   () => {
     let redis: RedisServer;
     const clients: TestClient[] = [];
-    const store = async (kind: ClientKind) => {
+    const store = async (kind: ClientKind, scope = SCOPE) => {
       const client = await kind.connect(redis.url);
       clients.push(client);
-      return { store: new RedisDedupeStore(client.client, { prefix: PREFIX }), client };
+      return { store: new RedisDedupeStore(client.client, { prefix: PREFIX, scope }), client };
     };
     beforeAll(async () => {
       redis = await startRedis();
@@ -236,7 +237,7 @@ describe.skipIf(!availability.available)(
         const authentic = await post(a, body);
         expect([authentic.status, authentic.headers["webhook-duplicate"]]).toEqual([204, undefined]);
         expect(a.handled).toEqual([id]);
-        expect(await client.get(`${PREFIX}${id}`)).toBe("done");
+        expect(await client.get(`${PREFIX}${SCOPE}:${id}`)).toBe("done");
       });
 
       it("a handler that fails releases the claim, so the sender's retry runs it, once", async () => {
@@ -262,6 +263,48 @@ describe.skipIf(!availability.available)(
       });
     });
 
+    // Issue 15 item 3. The service sends one event, with one id, to every endpoint subscribed to
+    // it: here an audit app and a cache app, two instances each, all on one Redis with the default
+    // prefix. Each app must process every event once: apps never dedupe against each other,
+    // instances of one app do.
+    it("two apps on one Redis, each with its scope and two instances: each app processes every event exactly once", async () => {
+      const app = async (scope: string, kinds: [ClientKind, ClientKind], adapter: AdapterName) => {
+        const instances: Instance[] = [];
+        for (const kind of kinds) {
+          const client = await kind.connect(redis.url);
+          clients.push(client);
+          // No prefix: the default one, shared by both apps, as in the report.
+          instances.push(await instance({ adapter, store: new RedisDedupeStore(client.client, { scope }) }));
+        }
+        return instances;
+      };
+      const audit = await app("audit-app", [IOREDIS, NODE_REDIS], "Express");
+      const cache = await app("cache-app", [NODE_REDIS, IOREDIS], "fetch");
+      const ids = Array.from({ length: 10 }, () => `evt_${randomUUID()}`);
+      // Every event to both apps; each app gets it twice (the service's retry), once per instance,
+      // half of them at the same moment.
+      const answers = await Promise.all(
+        ids.flatMap((id, n) =>
+          [audit, cache].map(async ([first, second]) => {
+            const body = eventBody(id);
+            if (n % 2) return Promise.all([deliver(first as Instance, body), deliver(second as Instance, body)]);
+            const one = await deliver(first as Instance, body);
+            return [one, await deliver(second as Instance, body)];
+          }),
+        ),
+      );
+      expect(answers.flat().map((r) => r.answer.status)).toEqual(Array(40).fill(204));
+      for (const fleet of [audit, cache]) {
+        const handled = fleet.flatMap((one) => one.handled);
+        expect(ids.map((id) => count(handled, id))).toEqual(Array(10).fill(1));
+        expect(handled).toHaveLength(10);
+      }
+      const inspect = clients.at(-1) as TestClient;
+      for (const scope of ["audit-app", "cache-app"]) {
+        expect(await inspect.get(`flag-webhooks:dedupe:${scope}:${ids[0]}`)).toBe("done");
+      }
+    });
+
     it("Express without onEvent: a route that answers 5xx releases the claim, one that answers 2xx completes it", async () => {
       const { store: own, client } = await store(IOREDIS);
       let fail = true;
@@ -279,7 +322,7 @@ describe.skipIf(!availability.available)(
       await expect.poll(() => client.keys(`*${id}*`)).toEqual([]);
       fail = false;
       expect((await post(target, body)).status).toBe(204);
-      await expect.poll(() => client.get(`${PREFIX}${id}`)).toBe("done");
+      await expect.poll(() => client.get(`${PREFIX}${SCOPE}:${id}`)).toBe("done");
       expect((await post(target, body)).headers["webhook-duplicate"]).toBe("true");
     });
 
@@ -346,7 +389,7 @@ describe.skipIf(!availability.available)(
         const connect = async () => {
           const client = await kind.connect(redis.url);
           clients.push(client);
-          return new RedisDedupeStore(client.client, { prefix: PREFIX });
+          return new RedisDedupeStore(client.client, { prefix: PREFIX, scope: SCOPE });
         };
         let release: () => void = () => undefined;
         const held = new Promise<void>((resolve) => {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vites
 import { webhookMiddleware as expressMiddleware } from "../src/adapters/express.js";
 import { webhookHandler } from "../src/adapters/fetch.js";
 import { type ClaimResult, type DedupeStore, MemoryDedupeStore, RedisDedupeStore, verifyEvent } from "../src/index.js";
+import { type EventQueue, enqueueTo } from "../src/queue/bullmq.js";
 import { type RedisServer, redisAvailability, startRedis, stopRedis } from "./support/redis-server.js";
 
 // Issue 15, "Fail closed, never hang": items 5 to 9, through the public API.
@@ -45,6 +46,15 @@ describe("durations a timer cannot wait are refused when the receiver is made (i
       new RegExp(
         `^flag-webhooks: option "${option.replace(".", "\\.")}" must be at most 2147483647 ms \\(about 24\\.8 days`,
       ),
+    );
+  });
+
+  it("enqueueTo's and RedisDedupeStore's timeouts are timers too", () => {
+    const queue = { add: async () => ({}), defaultJobOptions: {} } as unknown as EventQueue;
+    expect(() => enqueueTo(queue, { timeout: "30d" })).toThrow(/option "timeout" must be at most 2147483647 ms/);
+    const client = { call: async () => null };
+    expect(() => new RedisDedupeStore(client, { scope: "app", timeout: "30d" })).toThrow(
+      /option "timeout" must be at most 2147483647 ms/,
     );
   });
 
@@ -164,7 +174,7 @@ describe.skipIf(!availability.available)(
     });
 
     it("retries marking the id done within dedupe.timeout: Redis killed mid-handler and back within it", async () => {
-      const store = new RedisDedupeStore(client, { prefix: "fail-closed:" });
+      const store = new RedisDedupeStore(client, { scope: "fail-closed", prefix: "fail-closed:" });
       let runs = 0;
       const handler = webhookHandler({
         secret: SECRET,
@@ -186,7 +196,7 @@ describe.skipIf(!availability.available)(
     });
 
     it("reports, and still answers 204, when Redis stays down past dedupe.timeout (the documented window)", async () => {
-      const store = new RedisDedupeStore(client, { prefix: "fail-closed-down:" });
+      const store = new RedisDedupeStore(client, { scope: "fail-closed-down" });
       const onError = vi.fn();
       const handler = webhookHandler({
         secret: SECRET,

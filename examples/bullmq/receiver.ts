@@ -11,6 +11,9 @@ export function createApp(secret: string, queue: Queue): express.Express {
   const app = express();
   // maxAge with the default retention (completed jobs kept a day) makes a replayed duplicate
   // either too old to be accepted or still known by its job id: see the README.
+  // One endpoint per queue: the queue is the scope. Several endpoints (webhook subscriptions) on one
+  // queue each need enqueueTo(queue, { scope: "their-name" }), or the second one's copy of an
+  // event (the service sends it to each with the same id) is taken for a duplicate.
   app.post("/webhooks", webhookMiddleware({ secret, maxAge: "5m", onEvent: enqueueTo(queue) }));
   return app;
 }

@@ -30,8 +30,25 @@ export interface DedupeStore {
   release(id: string): void | Promise<void>;
 }
 
+/**
+ * Checks a store's `scope` option (the name that keeps endpoints sharing a backend apart: 1 to
+ * 100 characters of `A-Z a-z 0-9 . _ -`) when the store is created, with a TypeError naming the
+ * option. Every shared store takes it; internal, not exported by the package.
+ */
+export function checkScope(scope: unknown, owner: string): string {
+  if (typeof scope === "string" && /^[\w.-]{1,100}$/.test(scope)) return scope;
+  throw new TypeError(`flag-webhooks: option "scope" of ${owner} must be 1-100 characters of A-Z a-z 0-9 . _ -`);
+}
+
 /** Options of {@link MemoryDedupeStore}. */
 export interface MemoryDedupeStoreOptions {
+  /**
+   * The endpoint this store dedupes for (1 to 100 characters of `A-Z a-z 0-9 . _ -`), as in the
+   * shared stores. Optional here: a MemoryDedupeStore is never shared beyond its own instance, so
+   * give each endpoint its own store; the scope makes swapping in {@link RedisDedupeStore} a
+   * change of class only.
+   */
+  scope?: string;
   /** The most ids kept; past it the oldest is forgotten first. Default 100,000. */
   maxKeys?: number;
   /** The clock, in ms since the epoch; for tests. Default `Date.now`. */
@@ -46,7 +63,8 @@ type Entry = [state: typeof DONE | 1, expiresAt: number];
  * The embedded dedupe store for one process: a Map of ids with expiry times, bounded by
  * `maxKeys` (oldest evicted first) and swept as it is used, so memory cannot grow without limit.
  * Instances that do not share memory (several processes or machines) need
- * {@link RedisDedupeStore}.
+ * {@link RedisDedupeStore}. Each store dedupes one endpoint: two endpoints in one process (two
+ * webhook subscriptions) each get a store of their own, or an event sent to both runs once.
  *
  * @example
  * ```ts
@@ -66,7 +84,8 @@ export class MemoryDedupeStore implements DedupeStore {
   #head: [string, Entry] | undefined;
 
   constructor(options: MemoryDedupeStoreOptions = {}) {
-    const { maxKeys = 100_000, now = Date.now } = options;
+    const { maxKeys = 100_000, now = Date.now, scope } = options;
+    if (scope !== undefined) checkScope(scope, "MemoryDedupeStore");
     if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
       throw new TypeError('flag-webhooks: option "maxKeys" must be a positive whole number');
     }

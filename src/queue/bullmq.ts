@@ -3,9 +3,10 @@
 // import it; here only `Worker` and `UnrecoverableError` are needed at run time.
 import type { ConnectionOptions, Job, JobsOptions, Queue, WorkerOptions } from "bullmq";
 import { UnrecoverableError, Worker } from "bullmq";
-import { parseDuration } from "../delivery/max-age.js";
+import { checkScope } from "../delivery/dedupe.js";
+import { parseDuration, TIMER_MAX } from "../delivery/max-age.js";
 import { WebhookError } from "../errors.js";
-import type { WebhookEvent } from "../events.js";
+import { validateParsedEvent, type WebhookEvent } from "../events.js";
 import type { WebhookReply } from "../receiver.js";
 
 /** The queue {@link enqueueTo} adds jobs to: a BullMQ `Queue` (any data type). */
@@ -24,6 +25,14 @@ export interface EnqueueOptions {
    * `jobId` is always the encoded event id ({@link eventJobId}) and cannot be set here.
    */
   job?: Omit<JobsOptions, "jobId">;
+  /**
+   * The endpoint these events came to, when several endpoints feed one queue: 1 to 100
+   * characters of `A-Z a-z 0-9 . _ -`, put in the job id (`@<scope>/event-<id>`). The service
+   * sends one event, with one id, to every endpoint subscribed to it; without a scope, the second
+   * endpoint's copy finds the first endpoint's job and adds none. Without it, the queue is the
+   * scope: give each endpoint its own queue.
+   */
+  scope?: string;
   /**
    * How long to wait for Redis to acknowledge the job, in ms or as a duration such as `"3s"`;
    * past it the delivery is answered `503 store_unavailable` so the sender retries. Default 3 s.
@@ -45,16 +54,20 @@ const ACCEPTED: WebhookReply = { status: 202 };
 
 /**
  * The BullMQ job id of an event: the event id, with `%` and `:` percent-encoded (BullMQ refuses
- * custom ids that contain `:`), after `event-` (BullMQ also refuses ids that read as integers).
- * One event id always gives the same job id, and two event ids never give the same one.
+ * custom ids that contain `:`), after `event-` (BullMQ also refuses ids that read as integers);
+ * with a `scope` (see {@link EnqueueOptions}), after `@<scope>/`. One event id and scope always
+ * give the same job id, and two different pairs never give the same one.
  *
  * @example
  * ```ts
  * const job = await queue.getJob(eventJobId("evt_01HZX3K9")); // "event-evt_01HZX3K9"
+ * const audit = await queue.getJob(eventJobId("evt_01HZX3K9", "audit-app")); // "@audit-app/event-evt_01HZX3K9"
  * ```
  */
-export function eventJobId(eventId: string): string {
-  return `event-${eventId.replace(/[%:]/g, (char) => (char === "%" ? "%25" : "%3A"))}`;
+export function eventJobId(eventId: string, scope?: string): string {
+  const id = `event-${eventId.replace(/[%:]/g, (char) => (char === "%" ? "%25" : "%3A"))}`;
+  // A scope holds no "/" and an unscoped id never starts with "@": no pair collides with another.
+  return scope === undefined ? id : `@${checkScope(scope, "eventJobId")}/${id}`;
 }
 
 /**
@@ -83,12 +96,13 @@ export function enqueueTo(
   if (typeof queue?.add !== "function") {
     throw new TypeError("flag-webhooks: enqueueTo(queue) needs a BullMQ Queue");
   }
-  const timeout = options.timeout === undefined ? DEFAULT_TIMEOUT : parseDuration(options.timeout, "timeout");
+  const timeout = options.timeout === undefined ? DEFAULT_TIMEOUT : parseDuration(options.timeout, "timeout", TIMER_MAX);
+  const scope = options.scope === undefined ? undefined : checkScope(options.scope, "enqueueTo");
   const { jobId: _ignored, ...job } = (options.job ?? {}) as JobsOptions;
   const jobOptions: JobsOptions = { ...DEFAULT_JOB_OPTIONS, ...queue.defaultJobOptions, ...job };
 
   return async function enqueueEvent(event) {
-    const added = queue.add(event.type, event, { ...jobOptions, jobId: eventJobId(event.id) });
+    const added = queue.add(event.type, event, { ...jobOptions, jobId: eventJobId(event.id, scope) });
     let timer: ReturnType<typeof setTimeout> | undefined;
     const expired = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`Redis did not acknowledge the job within ${timeout} ms`)), timeout);
@@ -149,13 +163,37 @@ export function processEvents(options: ProcessEventsOptions): Worker<WebhookEven
   return new Worker<WebhookEvent>(
     queue,
     async function processEvent(job) {
-      const event = job.data;
-      // Only enqueueTo should feed this queue; anything else is failed at once, not retried.
-      if (typeof event?.id !== "string" || typeof event.type !== "string") {
-        throw new UnrecoverableError(`job ${job.id} does not hold a flag-webhooks event`);
-      }
-      return onEvent(event, job);
+      // Only enqueueTo should feed this queue, but anything may add a job to it: its data is
+      // validated by the receiver's own parser, and an invalid job fails at once, not retried.
+      return onEvent(jobEvent(job), job);
     },
     workerOptions,
   );
+}
+
+/**
+ * The event a job holds, validated with the same rules as a delivery's body (`parseEvent`);
+ * throws `UnrecoverableError` naming the field at fault otherwise.
+ */
+function jobEvent(job: Job<unknown>): WebhookEvent {
+  let data = job.data as Record<string, unknown> | null;
+  try {
+    // The receiver turned an event type it does not know into "unknown", keeping the service's in
+    // originalType: check it as the service sent it, so it comes out the same again.
+    const unknownType = data?.type === "unknown";
+    if (unknownType) {
+      if (typeof data?.originalType !== "string")
+        throw new WebhookError("invalid_payload", "originalType must be a string");
+      data = { ...data, type: data.originalType };
+    }
+    const event = validateParsedEvent(data);
+    if (unknownType && event.type !== "unknown") {
+      throw new WebhookError("invalid_payload", `type is "unknown" but originalType is the known type "${event.type}"`);
+    }
+    return event;
+  } catch (error) {
+    throw new UnrecoverableError(
+      `job ${job.id} does not hold a valid flag-webhooks event: ${(error as Error).message}`,
+    );
+  }
 }

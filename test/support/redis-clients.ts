@@ -10,7 +10,7 @@ import type { RedisClientLike } from "../../src/index.js";
  * wrote.
  */
 export interface TestClient {
-  /** What the user hands to `new RedisDedupeStore(client)`. */
+  /** What the user hands to `new RedisDedupeStore(client, { scope })`. */
   client: RedisClientLike;
   /** The key's remaining time to live in ms, by the library's own PTTL call. */
   pttl(key: string): Promise<number>;
