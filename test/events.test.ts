@@ -303,8 +303,15 @@ describe("verifyEvent", () => {
     expect(await verifyEvent({ secret, payload, signature: signed })).toEqual(base);
     // Buffer#toString keeps the mark, so the string's UTF-8 bytes are the signed bytes.
     expect(await verifyEvent({ secret, payload: payload.toString("utf8"), signature: signed })).toEqual(base);
-    // The signature covers the mark: the body without it is another body.
+    // The signature covers the mark: the body without it is another body, which is what fetch's
+    // request.text() hands over (the README says to pass request.arrayBuffer() instead).
     expect((await refusal({ secret, payload: body, signature: signed })).code).toBe("invalid_signature");
+    const request = () => new Request("https://example.test/", { method: "POST", body: new Uint8Array(payload) });
+    const text = await request().text();
+    expect(text.charCodeAt(0)).not.toBe(0xfeff);
+    expect((await refusal({ secret, payload: text, signature: signed })).code).toBe("invalid_signature");
+    const bytes = await request().arrayBuffer();
+    expect(await verifyEvent({ secret, payload: bytes, signature: signed })).toEqual(base);
   });
 
   it("refuses 30 February with maxAge instead of reading it as 2 March", async () => {
