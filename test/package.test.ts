@@ -176,10 +176,14 @@ const compilers = [
   { ts: "6", tsc: join(root, "node_modules/typescript/bin/tsc"), resolutions: ["nodenext", "bundler"] },
   { ts: "7", tsc: join(extraCompilers, "typescript7/bin/tsc"), resolutions: ["nodenext", "bundler", "node16"] },
 ];
-const RESOLUTIONS: Record<string, { module: string; moduleResolution: string }> = {
-  nodenext: { module: "nodenext", moduleResolution: "nodenext" },
-  bundler: { module: "preserve", moduleResolution: "bundler" },
-  node16: { module: "node16", moduleResolution: "node16" },
+// Our .d.ts and .d.cts are themselves checked (skipLibCheck off) under nodenext and node16. The
+// bundler check, as the Vite and Next.js templates do, skips them: it proves that every entry
+// resolves and types its use, and skipping the declarations of @types/node, Fastify and Hono
+// makes it four times faster on TypeScript 5.9 and 6 (measured: 5 s of checking instead of 21).
+const RESOLUTIONS: Record<string, { module: string; moduleResolution: string; skipLibCheck: boolean }> = {
+  nodenext: { module: "nodenext", moduleResolution: "nodenext", skipLibCheck: false },
+  bundler: { module: "preserve", moduleResolution: "bundler", skipLibCheck: true },
+  node16: { module: "node16", moduleResolution: "node16", skipLibCheck: false },
 };
 
 /** A peer the consumer brings itself, linked from our devDependencies. */
@@ -201,8 +205,6 @@ function typecheck(tsc: string, resolution: string): string {
       compilerOptions: {
         noEmit: true,
         strict: true,
-        // Our .d.ts and .d.cts are checked too, not trusted.
-        skipLibCheck: false,
         // The .d.ts declare #private fields, which need ES2015 or later: TypeScript 5.9 defaults
         // to ES5 under module preserve.
         target: "es2022",
