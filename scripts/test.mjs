@@ -25,6 +25,17 @@ const steps = [
         : existsSync(join(root, "tools/node-versions/node_modules/node24/bin/node")) && "installed",
     cmd: ["npm", "install", "--prefix", "tools/node-versions", "--no-audit", "--no-fund"],
   },
+  {
+    name: "TypeScript 5.9 and 7 for the package type tests",
+    // Installed apart from the root devDependencies (TypeScript 6); see
+    // tools/typescript-versions/package.json. TypeScript 7's compiler is a native binary that npm
+    // picks for this platform among the package's optional dependencies.
+    skipIf: () =>
+      existsSync(join(root, "tools/typescript-versions/node_modules/typescript59/bin/tsc")) &&
+      existsSync(join(root, "tools/typescript-versions/node_modules/typescript7/bin/tsc")) &&
+      "installed",
+    cmd: ["npm", "install", "--prefix", "tools/typescript-versions", "--no-audit", "--no-fund"],
+  },
   { name: "lint and format (biome)", cmd: [bin("biome"), "check", "."] },
   { name: "typecheck src", cmd: [bin("tsc"), "-p", "tsconfig.json"] },
   { name: "typecheck tests, examples and benches", cmd: [bin("tsc"), "-p", "tsconfig.test.json"] },

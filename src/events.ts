@@ -94,9 +94,31 @@ const KNOWN_TYPES: ReadonlySet<string> = new Set<WebhookEventType>([
   "rollout.guard_triggered",
 ]);
 
-// ISO 8601 date-time with a zone: the spec says createdAt is a UTC timestamp; an offset form is
-// still accepted because it names an exact instant too.
-const TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
+// createdAt is an "ISO 8601 UTC timestamp" (spec section 2): the extended date-time form with
+// seconds, an optional fraction, and a UTC designator: `Z`, or `+00:00`, which is the same zero
+// offset. Another offset is not UTC, and names an instant the spec does not promise.
+const TIMESTAMP = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?(?:Z|\+00:00)$/;
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+type Fields = [year: number, month: number, day: number, hour: number, minute: number, second: number];
+
+/**
+ * Whether `text` is a real UTC instant: the pattern alone lets through month 13, day 40,
+ * 2026-02-30 (which Date.parse reads as 2 March) and second 60 (UTC leap seconds are not
+ * representable in JavaScript's time value; Date.parse answers NaN).
+ */
+function isUtcInstant(text: string): boolean {
+  const match = TIMESTAMP.exec(text);
+  if (!match) return false;
+  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as Fields;
+  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return false;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  return day <= (month === 2 && leap ? 29 : (DAYS_IN_MONTH[month - 1] as number));
+}
+
+// In a Unicode regular expression a surrogate pair is one code point, so this matches lone
+// surrogates only: the strings that are not well-formed Unicode. (String.prototype.isWellFormed
+// answers the same on Node 20+, Bun, Deno and workerd; the pattern needs no ES2024 lib.)
+const LONE_SURROGATE = /\p{Cs}/u;
 
 // Node 20's TextDecoder is several times slower with fatal: true (measured: 10-20 µs on a 2 KiB
 // body), so bytes are decoded leniently and only re-checked strictly when the lenient result
@@ -106,7 +128,7 @@ const strict = new TextDecoder("utf-8", { fatal: true });
 
 /**
  * Parses and validates the body of a delivery whose signature was already verified, and returns
- * the typed event. Extra fields are kept. Throws {@link WebhookError} `invalid_payload` (400)
+ * the typed event. Extra fields are kept; one leading byte order mark (U+FEFF) is ignored. Throws {@link WebhookError} `invalid_payload` (400)
  * with a message naming the field at fault. Never call it on an unverified body: use
  * {@link verifyEvent}, which verifies first.
  *
@@ -121,7 +143,10 @@ export function parseEvent(payload: Payload): WebhookEvent {
   assertPayload(payload);
   let text: string;
   if (typeof payload === "string") {
-    text = payload;
+    // A leading byte order mark is ignored here as TextDecoder ignores it in bytes below, so a
+    // body gets one answer whether it arrives as a string or as bytes (issue 15). RFC 8259
+    // section 8.1: a sender must not add one, a parser may ignore it; the signature covers it.
+    text = payload.charCodeAt(0) === 0xfeff ? payload.slice(1) : payload;
   } else {
     const bytes = bytesOf(payload);
     text = lenient.decode(bytes);
@@ -144,11 +169,11 @@ export function parseEvent(payload: Payload): WebhookEvent {
 
 function validateEvent(value: unknown): WebhookEvent {
   const event = object(value, "body");
-  string(event, "id");
-  const type = string(event, "type");
-  string(event, "environment");
-  if (!TIMESTAMP.test(string(event, "createdAt"))) {
-    throw invalid("createdAt must be an ISO 8601 timestamp");
+  key(event, "id");
+  const type = key(event, "type");
+  key(event, "environment");
+  if (!isUtcInstant(string(event, "createdAt"))) {
+    throw invalid("createdAt must be an ISO 8601 UTC timestamp, such as 2026-11-21T09:30:00Z");
   }
   if (!("data" in event)) throw invalid("data is missing");
 
@@ -164,7 +189,7 @@ function validateEvent(value: unknown): WebhookEvent {
 }
 
 function validateFlagUpdated(data: Record<string, unknown>): void {
-  string(data, "flag", "data.");
+  key(data, "flag", "data.");
   const changes = data.changes;
   if (!Array.isArray(changes)) throw invalid("data.changes must be an array");
   changes.forEach((item, index) => {
@@ -174,6 +199,17 @@ function validateFlagUpdated(data: Record<string, unknown>): void {
   const actor = object(data.actor, "data.actor");
   string(actor, "type", "data.actor.");
   string(actor, "email", "data.actor.");
+}
+
+/**
+ * `owner[key]` if it is a string of well-formed Unicode. These fields become keys: dedupe-store
+ * and BullMQ job ids, Redis keys, an app's cache keys. A lone surrogate has no UTF-8 form, so on
+ * its way to Redis it turns into U+FFFD and `evt_\uD800` and `evt_\uDBFF` collide (issue 15).
+ */
+function key(owner: Record<string, unknown>, name: string, at = ""): string {
+  const value = string(owner, name, at);
+  if (LONE_SURROGATE.test(value)) throw invalid(`${at}${name} must be well-formed Unicode (it holds a lone surrogate)`);
+  return value;
 }
 
 function object(value: unknown, name: string): Record<string, unknown> {

@@ -138,3 +138,147 @@ describe("parsing properties", () => {
     );
   });
 });
+
+describe("createdAt properties", () => {
+  const withCreatedAt = (createdAt: string) =>
+    JSON.stringify({
+      id: "evt_1",
+      type: "rollout.step",
+      createdAt,
+      environment: "production",
+      data: {},
+    });
+  const MESSAGE = "createdAt must be an ISO 8601 UTC timestamp, such as 2026-11-21T09:30:00Z";
+
+  function refused(createdAt: string): boolean {
+    try {
+      parseEvent(withCreatedAt(createdAt));
+      return false;
+    } catch (error) {
+      expect(error).toBeInstanceOf(WebhookError);
+      expect((error as WebhookError).message).toBe(MESSAGE);
+      return true;
+    }
+  }
+
+  const pad = (n: number, width = 2) => String(n).padStart(width, "0");
+  // Every instant toISOString writes with a four-digit year.
+  const instants = fc.date({
+    min: new Date("0000-01-01T00:00:00.000Z"),
+    max: new Date("9999-12-31T23:59:59.999Z"),
+    noInvalidDate: true,
+  });
+
+  it("accepts every UTC instant, in every form the spec allows, and keeps the string as sent", () => {
+    fc.assert(
+      fc.property(
+        instants,
+        fc.constantFrom("Z", "+00:00"),
+        fc.oneof(fc.constant(""), fc.stringMatching(/^\.\d{1,9}$/)),
+        (date, zone, fraction) => {
+          const createdAt = `${date.toISOString().slice(0, 19)}${fraction}${zone}`;
+          expect(parseEvent(withCreatedAt(createdAt)).createdAt).toBe(createdAt);
+          // It names the instant it says: the same second, whatever the fraction.
+          const parsed = Date.parse(createdAt);
+          expect(Math.floor(parsed / 1000)).toBe(Math.floor(date.getTime() / 1000));
+          expect(new Date(parsed).toISOString().slice(0, 19)).toBe(createdAt.slice(0, 19));
+        },
+      ),
+    );
+  });
+
+  it("round-trips: the toISOString of any instant passes and parses back to that instant", () => {
+    fc.assert(
+      fc.property(instants, (date) => {
+        const { createdAt } = parseEvent(withCreatedAt(date.toISOString()));
+        expect(Date.parse(createdAt)).toBe(date.getTime());
+      }),
+    );
+  });
+
+  it("accepts a date-time exactly when the calendar has it: no day 30 February, no second 60", () => {
+    // Fields one step past their range on either side, so both answers come up often. The oracle
+    // is the JavaScript clock: a real date-time survives Date.UTC unchanged, an unreal one rolls
+    // over (30 February becomes 2 March) or is NaN.
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 9999 }),
+        fc.integer({ min: 0, max: 13 }),
+        fc.integer({ min: 0, max: 32 }),
+        fc.integer({ min: 0, max: 24 }),
+        fc.integer({ min: 0, max: 60 }),
+        fc.integer({ min: 0, max: 60 }),
+        (year, month, day, hour, minute, second) => {
+          const createdAt = `${pad(year, 4)}-${pad(month)}-${pad(day)}T${pad(hour)}:${pad(minute)}:${pad(second)}Z`;
+          const clock = new Date(0);
+          clock.setUTCFullYear(year, month - 1, day);
+          clock.setUTCHours(hour, minute, second);
+          const real =
+            clock.getUTCFullYear() === year &&
+            clock.getUTCMonth() === month - 1 &&
+            clock.getUTCDate() === day &&
+            clock.getUTCHours() === hour &&
+            clock.getUTCMinutes() === minute &&
+            clock.getUTCSeconds() === second;
+          expect(refused(createdAt)).toBe(!real);
+        },
+      ),
+    );
+  });
+
+  it("refuses every offset but UTC's", () => {
+    fc.assert(
+      fc.property(
+        instants,
+        fc.constantFrom("+", "-"),
+        fc.integer({ min: 0, max: 99 }),
+        fc.integer({ min: 0, max: 99 }),
+        (date, sign, hours, minutes) => {
+          fc.pre(!(sign === "+" && hours === 0 && minutes === 0));
+          expect(refused(`${date.toISOString().slice(0, 19)}${sign}${pad(hours)}:${pad(minutes)}`)).toBe(true);
+        },
+      ),
+    );
+  });
+});
+
+describe("identifier properties", () => {
+  // UTF-8 has no form for a lone surrogate: a string that does not survive encoding and decoding
+  // is one Redis (or any UTF-8 store) would turn into another, so it must never become an id.
+  const survivesUtf8 = (text: string) => new TextDecoder().decode(new TextEncoder().encode(text)) === text;
+
+  // Code units from the surrogate range, so lone halves, real pairs (a high then a low) and pairs
+  // in the wrong order all come up, among ordinary characters.
+  const codeUnits = fc.oneof(
+    fc.integer({ min: 0xd800, max: 0xdfff }).map((unit) => String.fromCharCode(unit)),
+    fc.constantFrom("a", "_", "é", "😀", "\uFFFD"),
+  );
+
+  it("accepts an id, type, environment or flag key exactly when it survives UTF-8 unchanged", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom("id", "type", "environment", "flag"),
+        fc.string({ unit: codeUnits, maxLength: 8 }),
+        (field, value) => {
+          const body = {
+            id: "evt_1",
+            type: "flag.updated",
+            createdAt: "2026-11-21T09:30:00Z",
+            environment: "production",
+            data: { flag: "f", changes: [], actor: { type: "user", email: "a@b.c" } },
+          };
+          if (field === "flag") body.data.flag = value;
+          else body[field] = value;
+          let accepted = true;
+          try {
+            parseEvent(JSON.stringify(body));
+          } catch (error) {
+            expect((error as WebhookError).message).toMatch(/must be well-formed Unicode/);
+            accepted = false;
+          }
+          expect(accepted).toBe(survivesUtf8(value));
+        },
+      ),
+    );
+  });
+});
