@@ -350,7 +350,9 @@ describe("options", () => {
     const stateFile = join(dir, "state.json");
     writeFileSync(stateFile, "{ not json");
     await expect(createEmulator({ stateFile })).rejects.toThrow(
-      new RegExp(`^flag-webhooks/emulator: option "stateFile": cannot read the state file ${stateFile}: it is not JSON \\(.+\\)$`),
+      new RegExp(
+        `^flag-webhooks/emulator: option "stateFile": cannot read the state file ${stateFile}: it is not JSON \\(.+\\)$`,
+      ),
     );
     writeFileSync(stateFile, '{ "version": 2 }');
     await expect(createEmulator({ stateFile })).rejects.toThrow("it is not a state file of this version");
