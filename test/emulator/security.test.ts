@@ -158,13 +158,14 @@ describe("the token is given only to who already knows it", () => {
     const emulator = await start();
     const body = { url: "https://example.com/hook", events: ["flag.updated"] };
     const own = new URL(emulator.url).origin;
-    for (const headers of [
+    const refused: Record<string, string>[] = [
       { origin: "http://attacker.example" },
       { origin: "null" },
       { origin: own.replace("127.0.0.1", "localhost") },
       { "sec-fetch-site": "cross-site" },
       { "sec-fetch-site": "same-site" },
-    ]) {
+    ];
+    for (const headers of refused) {
       const answer = await call(emulator, "POST", "/projects/default/webhooks", { body, headers });
       expect([headers, answer.status, answer.json.error.code]).toEqual([headers, 403, "forbidden"]);
       const stream = await call(emulator, "POST", "/_emulator/projects/default/flags/f/rollout-step", {
