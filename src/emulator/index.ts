@@ -384,9 +384,17 @@ class EmulatorServer implements Emulator {
   /** Endpoints of the emulator itself (not the service's): state for the page, rollout events, redelivery. */
   private async emulatorApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
     const method = req.method ?? "GET";
-    if (path === "/state" && method === "GET") return sendJson(res, 200, this.snapshot());
+    const allow = (methods: string) =>
+      new ApiError(405, "method_not_allowed", `${method} is not allowed here (allowed: ${methods})`, {
+        allow: methods,
+      });
+    if (path === "/state" || path === "/events") {
+      if (path === "/state" && method === "GET") return sendJson(res, 200, this.snapshot());
+      throw allow("GET");
+    }
     const rollout = /^\/projects\/([^/]+)\/flags\/([^/]+)\/(rollout-step|guard-triggered)$/.exec(path);
-    if (rollout && method === "POST") {
+    if (rollout && method !== "POST") throw allow("POST");
+    if (rollout) {
       const project = segment(rollout[1] as string, "project");
       const key = segment(rollout[2] as string, "key");
       const body = await readJson(req);
@@ -404,7 +412,8 @@ class EmulatorServer implements Emulator {
       return sendJson(res, 200, this.store.guardTriggered(project, key, environment, body.action));
     }
     const copy = /^\/deliveries\/([^/]+)\/(redeliver|tampered-copy)$/.exec(path);
-    if (copy && method === "POST") {
+    if (copy && method !== "POST") throw allow("POST");
+    if (copy) {
       const original = this.sender.deliveries.get(segment(copy[1] as string, "id"));
       if (!original) throw new ApiError(404, "not_found", "no such delivery");
       const webhook = this.store.projects.get(original.project)?.webhooks.get(original.webhookId);
