@@ -120,7 +120,12 @@ const SAVE_INTERVAL_MS = 100;
  */
 export async function createEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
   const emulator = new EmulatorServer(options);
-  await emulator.listen();
+  try {
+    await emulator.listen();
+  } catch (error) {
+    emulator.discard();
+    throw error;
+  }
   return emulator;
 }
 
@@ -223,6 +228,15 @@ class EmulatorServer implements Emulator {
     const shown = unspecified ? (bound === "[::]" ? "[::1]" : "127.0.0.1") : bound;
     this.url = `http://${shown}:${this.port}/v2`;
     this.pageUrl = `http://${shown}:${this.port}/#token=${encodeURIComponent(this.token)}`;
+  }
+
+  /** Undoes a start that failed: no delivery restored from the state file goes out, nothing is saved. */
+  discard(): void {
+    this.closed = true;
+    clearInterval(this.keepAlive);
+    clearTimeout(this.saveScheduled);
+    this.sender.close();
+    if (this.server.listening) this.server.close();
   }
 
   deliveries(): Delivery[] {

@@ -15,7 +15,7 @@ import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createEmulator, type Emulator, type EmulatorOptions } from "../../src/emulator/index.js";
-import { call, receiver } from "./helpers.js";
+import { call, receiver, until } from "./helpers.js";
 
 // The emulator runs on developers' machines and inside their test processes: what a web page,
 // another process or a planted file can make it do (issue 16, items 1 to 4, 11).
@@ -270,6 +270,25 @@ describe("the state file", () => {
     expect(lstatSync(linked).isFile()).toBe(true);
     expect(statSync(linked).mode & 0o777).toBe(0o600);
     expect(readdirSync(dir).sort()).toEqual(["linked.json", "state.json", "state.json.tmp", "victim.txt"]);
+  });
+
+  it("sends none of the stored pending deliveries when a start fails", async () => {
+    const app = await receiver(() => 500);
+    cleanup.push(app.close);
+    const stateFile = join(tempDir(), "state.json");
+    const first = await start({ stateFile, retry: { initialDelayMs: 60_000 } });
+    await call(first, "POST", "/projects/p/webhooks", { body: { url: app.url, events: ["flag.created"] } });
+    await call(first, "POST", "/projects/p/flags", { body: { key: "f", type: "boolean" } });
+    await until(() => app.requests.length === 3);
+    await first.close();
+    expect(JSON.parse(readFileSync(stateFile, "utf8")).deliveries.map((d: { state: string }) => d.state)).toEqual([
+      "pending",
+      "pending",
+      "pending",
+    ]);
+    await expect(createEmulator({ stateFile, host: "not an address" })).rejects.toThrow(/option "host"/);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(app.requests.length).toBe(3);
   });
 
   it("refuses a folder that does not exist, at start, naming it", async () => {
