@@ -44,7 +44,7 @@ console.log(`Emulator of the feature-flag service: API ${emulator.url}, page ${e
 console.log(`Express app listening on ${appUrl}, with maxAge "5m" and dedupe by event id\n`);
 
 async function api(method: string, path: string, body?: unknown): Promise<unknown> {
-  const base = path.startsWith("/_emulator") ? emulator.pageUrl.slice(0, -1) : `${emulator.url}/projects/demo`;
+  const base = path.startsWith("/_emulator") ? new URL(emulator.url).origin : `${emulator.url}/projects/demo`;
   const response = await fetch(base + path, {
     method,
     headers: { authorization: `Bearer ${emulator.token}`, "content-type": "application/json" },

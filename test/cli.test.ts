@@ -219,7 +219,7 @@ describe("flag-webhooks (the installed binary)", () => {
         "signature does not match: the body from stdin or the secret differs",
       );
       expectOneLineError(
-        await run(["verify", "--signature", signature, "--secret", "wrong", path]),
+        await run(["verify", "--signature", signature, "--secret", "wrong-secret", path]),
         1,
         `signature does not match: the body from ${path} or the secret differs`,
       );
@@ -319,6 +319,28 @@ describe("flag-webhooks (the installed binary)", () => {
       );
     });
 
+    it("prints where a redirect points, and does not follow it", async () => {
+      const redirecting = await listen(
+        createServer((req, res) => {
+          req.resume();
+          res.writeHead(308, { location: "/v2/webhooks", "content-type": "text/plain" }).end("moved");
+        }),
+      );
+      try {
+        const url = urlOf(redirecting);
+        const result = await run(["send", url], withSecret);
+        const lines = result.stdout.split("\n");
+        expect(lines[1]).toBe(`<-- [308 Permanent Redirect] POST ${url}`);
+        expect(lines[2]).toBe(
+          `<-- Location: ${urlOf(redirecting, "/v2/webhooks")} (not followed: the service posts only to the registered URL)`,
+        );
+        expect(lines[3]).toBe("moved");
+        expect(result.code).toBe(1);
+      } finally {
+        await close(redirecting);
+      }
+    });
+
     it("gives up after --timeout when the receiver never answers", async () => {
       const url = urlOf(silent);
       expectOneLineError(
@@ -411,6 +433,33 @@ describe("flag-webhooks (the installed binary)", () => {
         expect(result.stdout + result.stderr).not.toMatch(/^\s+at /m);
       }
       expect(runs.at(-3)?.stderr).toContain('unknown command "***"');
+    });
+
+    it("refuses a secret too short to be one, without spelling it out in the message", async () => {
+      const path = file("short.json", '{"type":"flag.updated"}');
+      for (const secret of ["e", "t", "1234567"]) {
+        const runs = await Promise.all([
+          run(["sign", path], { env: { FLAG_WEBHOOKS_SECRET: secret } }),
+          run(["sign", path, "--secret", secret]),
+          run(["verify", "-s", "0".repeat(64), path], { env: { FLAG_WEBHOOKS_SECRET: secret } }),
+          run(["send", "http://127.0.0.1:9/webhooks"], { env: { FLAG_WEBHOOKS_SECRET: secret } }),
+        ]);
+        for (const result of runs) {
+          expectOneLineError(
+            result,
+            2,
+            "the secret is too short to be an endpoint secret (fewer than 8 characters; the service's are whsec_ and 48 hex digits)",
+          );
+          expect(result.stdout).toBe("");
+          expect(result.stderr).not.toContain("***");
+        }
+        // Another mistake's message is printed as it is: "***" for each "e" would spell the secret out.
+        const other = await run(["sned"], { env: { FLAG_WEBHOOKS_SECRET: secret } });
+        expectOneLineError(other, 2, 'unknown command "sned" (did you mean "send"?)');
+      }
+      // The shortest accepted secret is still hidden wherever it appears.
+      const eight = await run(["abcdefgh"], { env: { FLAG_WEBHOOKS_SECRET: "abcdefgh" } });
+      expectOneLineError(eight, 2, 'unknown command "***"');
     });
   });
 

@@ -62,10 +62,22 @@ export const secretOption: CommandOption = {
   description: `The endpoint secret (default: $${SECRET_ENV})`,
 };
 
+/**
+ * The shortest secret the command takes. A shorter one is no endpoint's secret (the service's
+ * are `whsec_` and 48 hex digits), and could not be hidden in messages: redacting `e` would
+ * turn every "e" into "***" and so spell it out.
+ */
+export const SECRET_MIN_LENGTH = 8;
+
 /** The secret from `--secret`, else from the environment; a UsageError naming both when neither is set. */
 export function secretFrom(values: CommandArgs["values"], env: NodeJS.ProcessEnv): string {
   const secret = values.secret ?? env[SECRET_ENV];
-  if (typeof secret === "string" && secret !== "") return secret;
+  if (typeof secret === "string" && secret.length >= SECRET_MIN_LENGTH) return secret;
+  if (typeof secret === "string" && secret !== "") {
+    throw new UsageError(
+      `the secret is too short to be an endpoint secret (fewer than ${SECRET_MIN_LENGTH} characters; the service's are whsec_ and 48 hex digits)`,
+    );
+  }
   throw new UsageError(
     values.secret === "" ? "the secret is empty" : `no secret: pass --secret <secret> or set ${SECRET_ENV}`,
   );

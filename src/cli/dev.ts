@@ -1,9 +1,18 @@
-import { createEmulator, type Delivery } from "../emulator/index.js";
+import { createEmulator, type Delivery, type Emulator } from "../emulator/index.js";
+import { EVENT_TYPES } from "../emulator/store.js";
 import { isLoopbackHost } from "../emulator/validate.js";
 import { type Command, UsageError } from "./command.js";
 
 /** The environment variable `dev` reads its API token from when `--token` is not given. */
 const TOKEN_ENV = "FLAG_WEBHOOKS_EMULATOR_TOKEN";
+const PROJECT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+/** The emulator's option names, as this command spells them. */
+const OPTION_NAMES = new Map([
+  ["stateFile", "--state"],
+  ["token", "--token"],
+  ["host", "--host"],
+  ["port", "--port"],
+]);
 
 function port(value: unknown): number {
   const text = String(value);
@@ -12,6 +21,7 @@ function port(value: unknown): number {
   return Number(text);
 }
 
+/** The --forward URL, checked as the API checks a webhook URL, before anything is started or printed. */
 function forwardUrl(value: unknown): string | undefined {
   if (value === undefined) return undefined;
   let url: URL;
@@ -22,7 +32,63 @@ function forwardUrl(value: unknown): string | undefined {
   }
   if (url.protocol !== "http:" && url.protocol !== "https:")
     throw new UsageError("--forward must be an http:// or https:// URL");
+  if (url.protocol === "http:" && !isLoopbackHost(url.hostname)) {
+    throw new UsageError(
+      "--forward must be an https:// URL, or http:// to localhost, 127.0.0.1 or [::1] (plain HTTP goes only to this machine)",
+    );
+  }
+  if (url.username || url.password) throw new UsageError("--forward must not contain credentials");
   return url.href;
+}
+
+function projectId(value: unknown): string {
+  const text = String(value ?? "default");
+  if (!PROJECT.test(text)) {
+    throw new UsageError(
+      `--project must be 1-100 letters, digits, dots, dashes or underscores, starting with a letter or digit, not "${text}"`,
+    );
+  }
+  return text;
+}
+
+/** An emulator option error (a TypeError naming the option) in this command's words. */
+function usageOf(error: TypeError): UsageError {
+  return new UsageError(
+    error.message.replace(
+      /^flag-webhooks\/emulator: option "(\w+)"/,
+      (_, name: string) => OPTION_NAMES.get(name) ?? `--${name}`,
+    ),
+  );
+}
+
+interface Forwarded {
+  id: string;
+  secret?: string;
+}
+
+/**
+ * The webhook for --forward: the one the state file kept for this URL and project (so a restart
+ * keeps the secret the app was given), else a new one, registered through the emulator's own API
+ * as an app's set-up script would do it.
+ */
+async function forwardTo(emulator: Emulator, project: string, url: string): Promise<Forwarded> {
+  const auth = { authorization: `Bearer ${emulator.token}` };
+  const origin = new URL(emulator.url).origin;
+  const state = (await fetch(`${origin}/_emulator/state`, { headers: auth }).then((res) => res.json())) as {
+    projects: { id: string; webhooks: { id: string; url: string }[] }[];
+  };
+  const kept = state.projects.find((p) => p.id === project)?.webhooks.find((w) => w.url === url);
+  if (kept) return { id: kept.id };
+  const response = await fetch(`${emulator.url}/projects/${encodeURIComponent(project)}/webhooks`, {
+    method: "POST",
+    headers: { ...auth, "content-type": "application/json" },
+    body: JSON.stringify({ url, events: EVENT_TYPES }),
+  });
+  const created = (await response.json()) as { id?: string; secret?: string; error?: { message: string } };
+  if (!response.ok || !created.id || !created.secret) {
+    throw new UsageError(`--forward: ${created.error?.message ?? `HTTP ${response.status}`}`);
+  }
+  return { id: created.id, secret: created.secret };
 }
 
 function line(delivery: Delivery): string | undefined {
@@ -85,7 +151,8 @@ export const devCommand: Command = {
     state: {
       type: "string",
       valueName: "file",
-      description: "Keep flags, webhooks, the token and deliveries in this file across restarts",
+      description:
+        "Keep flags, webhooks, the token and the last 1000 deliveries in this file (mode 0600) across restarts; a restart reuses the --forward webhook and its secret",
     },
     host: {
       type: "string",
@@ -100,16 +167,20 @@ export const devCommand: Command = {
     "flag-webhooks dev --port 4010 --state .flag-webhooks-dev.json",
   ],
   async run({ values, env, stdout, stderr }) {
+    // Everything the user typed is checked before anything starts or is printed.
     const forward = forwardUrl(values.forward);
-    const project = String(values.project ?? "default");
+    const project = projectId(values.project);
     const token = (values.token as string | undefined) ?? env[TOKEN_ENV];
-    let emulator: Awaited<ReturnType<typeof createEmulator>>;
+    const host = String(values.host ?? "127.0.0.1");
+    const stateFile = values.state === undefined ? undefined : String(values.state);
+    if (stateFile === "") throw new UsageError("--state needs a file path");
+    let emulator: Emulator;
     try {
       emulator = await createEmulator({
         port: port(values.port ?? "4000"),
-        host: String(values.host ?? "127.0.0.1"),
-        ...(token ? { token } : {}),
-        ...(values.state ? { stateFile: String(values.state) } : {}),
+        host,
+        ...(token !== undefined ? { token } : {}),
+        ...(stateFile !== undefined ? { stateFile } : {}),
         onDelivery(delivery) {
           const text = line(delivery);
           if (text) stdout.write(text);
@@ -118,56 +189,25 @@ export const devCommand: Command = {
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === "EADDRINUSE") {
-        stderr.write(`flag-webhooks dev: port ${String(values.port ?? "4000")} is in use; pass --port <port>\n`);
+        stderr.write(`flag-webhooks: port ${String(values.port ?? "4000")} is in use; pass --port <port>\n`);
         return 1;
       }
-      if (error instanceof TypeError)
-        throw new UsageError(error.message.replace(/^flag-webhooks\/emulator: option "(\w+)"/, "--$1"));
+      if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND" || code === "EAI_AGAIN") {
+        throw new UsageError(`--host ${host} is not an address of this machine`);
+      }
+      if (error instanceof TypeError) {
+        const usage = usageOf(error);
+        if (token !== undefined && values.token === undefined && usage.message.startsWith("--token")) {
+          usage.message = usage.message.replace("--token", `$${TOKEN_ENV}`);
+        }
+        throw usage;
+      }
       throw error;
     }
 
-    const host = String(values.host ?? "127.0.0.1");
-    if (!isLoopbackHost(host)) {
-      stderr.write(
-        `flag-webhooks dev: listening on ${host}: anyone who can reach it can use the API and see the page\n`,
-      );
-    }
-    stdout.write(
-      [
-        "flag-webhooks emulator",
-        `  page   ${emulator.pageUrl}`,
-        `  API    ${emulator.url}`,
-        `  token  ${emulator.token}`,
-        "",
-      ].join("\n"),
-    );
-    if (forward) {
-      // Registered through the emulator's own API, as an app's set-up script would do it.
-      const response = await fetch(`${emulator.url}/projects/${encodeURIComponent(project)}/webhooks`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${emulator.token}`, "content-type": "application/json" },
-        body: JSON.stringify({
-          url: forward,
-          events: ["flag.created", "flag.updated", "flag.deleted", "rollout.step", "rollout.guard_triggered"],
-        }),
-      });
-      const created = (await response.json()) as { id?: string; secret?: string; error?: { message: string } };
-      if (!response.ok || !created.secret) {
-        await emulator.close();
-        throw new UsageError(`--forward: ${created.error?.message ?? `HTTP ${response.status}`}`);
-      }
-      stdout.write(
-        [
-          `  webhook ${created.id} → ${forward} (project ${project}, every event, every environment)`,
-          `  secret ${created.secret}`,
-          "         shown once: give it to your app as its webhook secret",
-          "",
-        ].join("\n"),
-      );
-    }
-    stdout.write("Ctrl+C to stop.\n\n");
-
-    await new Promise<void>((resolve) => {
+    // Stopped on the first SIGINT or SIGTERM, whatever happens while it stops; a second one ends
+    // the process at once (the handlers are gone by then).
+    const stopped = new Promise<void>((resolve) => {
       const stop = () => {
         process.off("SIGINT", stop);
         process.off("SIGTERM", stop);
@@ -176,8 +216,42 @@ export const devCommand: Command = {
       process.once("SIGINT", stop);
       process.once("SIGTERM", stop);
     });
-    await emulator.close();
-    stdout.write("flag-webhooks dev: stopped\n");
+
+    let forwarded: Forwarded | undefined;
+    try {
+      if (forward) forwarded = await forwardTo(emulator, project, forward);
+    } catch (error) {
+      await emulator.close();
+      throw error;
+    }
+
+    if (!isLoopbackHost(host)) {
+      stderr.write(
+        `flag-webhooks dev: listening on ${host}: anyone who can reach it can use the API with the token; the page and API answer only requests addressed to this address or to loopback\n`,
+      );
+    }
+    const lines = [
+      "flag-webhooks emulator",
+      `  page   ${emulator.pageUrl}`,
+      `  API    ${emulator.url}`,
+      `  token  ${emulator.token}`,
+    ];
+    if (forward && forwarded) {
+      lines.push(`  webhook ${forwarded.id} → ${forward} (project ${project}, every event, every environment)`);
+      if (forwarded.secret) {
+        lines.push(`  secret ${forwarded.secret}`, "         shown once: give it to your app as its webhook secret");
+      } else {
+        lines.push(`         kept in ${stateFile}: its secret is the one printed when it was registered`);
+      }
+    }
+    stdout.write(`${lines.join("\n")}\nCtrl+C to stop.\n\n`);
+
+    await stopped;
+    try {
+      await emulator.close();
+    } finally {
+      stdout.write("flag-webhooks dev: stopped\n");
+    }
     return 0;
   },
 };

@@ -1,5 +1,5 @@
 import { type ParseArgsConfig, parseArgs } from "node:util";
-import { type Command, type CommandArgs, CommandError, SECRET_ENV, UsageError } from "./command.js";
+import { type Command, type CommandArgs, CommandError, SECRET_ENV, SECRET_MIN_LENGTH, UsageError } from "./command.js";
 import { commands as defaultCommands } from "./commands.js";
 import { commandHelp, helpOption, topHelp } from "./help.js";
 import { VERSION } from "./version.js";
@@ -88,8 +88,12 @@ function report(error: unknown, io: Io, command: Command | undefined, secrets: s
   let message: string;
   if (usage || error instanceof CommandError) message = error.message;
   else message = `unexpected error: ${error instanceof Error ? error.message : String(error)}`;
-  // Messages are written never to hold the secret; this makes sure even of user-typed text.
-  for (const secret of secrets) message = message.split(secret).join("***");
+  // Messages are written never to hold the secret; this makes sure even of user-typed text. A
+  // secret too short to be one is refused by every command, and not replaced: "***" for each "e"
+  // of the message would spell it out.
+  for (const secret of secrets) {
+    if (secret.length >= SECRET_MIN_LENGTH) message = message.split(secret).join("***");
+  }
   io.stderr.write(`flag-webhooks: ${message}\n`);
   if (!usage) return 1;
   const help = command ? `flag-webhooks ${command.name} --help` : "flag-webhooks --help";

@@ -107,6 +107,17 @@ export const sendCommand: Command = {
       throw new CommandError(fetchFailure(error, url, shown, seconds));
     }
     stdout.write(`<-- [${response.status}${response.statusText ? ` ${response.statusText}` : ""}] POST ${shown}\n`);
+    const location = response.headers.get("location");
+    if (location !== null && response.status >= 300 && response.status < 400) {
+      // Where the receiver sends it, resolved against the URL; the service would not follow it either.
+      let target = location;
+      try {
+        target = new URL(location, url).href;
+      } catch {
+        // Shown as the receiver sent it.
+      }
+      stdout.write(`<-- Location: ${target} (not followed: the service posts only to the registered URL)\n`);
+    }
     if (answer !== "") stdout.write(answer.endsWith("\n") ? answer : `${answer}\n`);
     return response.ok ? 0 : 1;
   },

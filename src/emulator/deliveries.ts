@@ -25,6 +25,8 @@ export interface DeliveryAttempt {
   durationMs: number;
   /** The response's status; absent when no response came (timeout, connection error). */
   status?: number;
+  /** The response's headers, names in lowercase (e.g. `webhook-duplicate: true` from a dedupe). */
+  responseHeaders?: Record<string, string>;
   /** The response body as text, at most 16 KiB. */
   responseBody?: string;
   /** Why no response came, e.g. `"timeout after 10000 ms"` or `"ECONNREFUSED"`. */
@@ -65,12 +67,16 @@ export class Sender {
   private readonly waiters: (() => void)[] = [];
   private closed = false;
   private preparing = 0;
+  /** Deliveries in `pending` state, so settled() needs no walk of the history. */
+  private pending = 0;
   readonly policy: Required<RetryPolicy>;
 
   constructor(
     policy: RetryPolicy,
     private readonly changed: (delivery: Delivery) => void,
     private readonly now: () => Date,
+    /** How many deliveries to keep; the oldest finished ones are forgotten first. */
+    private readonly limit = 1000,
   ) {
     this.policy = {
       attempts: policy.attempts ?? 5,
@@ -139,7 +145,7 @@ export class Sender {
   }
 
   private start(delivery: Delivery): Delivery {
-    this.deliveries.set(delivery.id, delivery);
+    this.keep(delivery);
     this.changed(delivery);
     void this.attempt(delivery);
     return delivery;
@@ -150,8 +156,30 @@ export class Sender {
    * its schedule was made by an emulator that is gone, and the app may be waiting for it.
    */
   restore(delivery: Delivery): void {
-    this.deliveries.set(delivery.id, delivery);
+    this.keep(delivery);
     if (delivery.state === "pending") this.schedule(delivery, 0);
+  }
+
+  /**
+   * Adds a delivery to the history, then forgets the oldest finished ones beyond the limit.
+   * Pending deliveries are never forgotten (they finish within the retry policy's time).
+   */
+  private keep(delivery: Delivery): void {
+    this.deliveries.set(delivery.id, delivery);
+    if (delivery.state === "pending") this.pending++;
+    let excess = this.deliveries.size - this.limit;
+    if (excess <= 0) return;
+    for (const [id, old] of this.deliveries) {
+      if (excess <= 0) break;
+      if (old.state === "pending") continue;
+      this.deliveries.delete(id);
+      excess--;
+    }
+  }
+
+  /** A pending delivery finished (succeeded, failed or cancelled). */
+  private finished(): void {
+    this.pending--;
   }
 
   private schedule(delivery: Delivery, delayMs: number): void {
@@ -182,6 +210,7 @@ export class Sender {
         signal: controller.signal,
       });
       attempt.status = response.status;
+      attempt.responseHeaders = Object.fromEntries(response.headers);
       attempt.responseBody = await readText(response);
     } catch (error) {
       attempt.error = describe(error, controller.signal, this.policy.timeoutMs);
@@ -195,8 +224,10 @@ export class Sender {
     delivery.attempts.push(attempt);
     if (attempt.status !== undefined && attempt.status >= 200 && attempt.status < 300) {
       delivery.state = "succeeded";
+      this.finished();
     } else if (delivery.kind === "tampered" || delivery.attempts.length >= this.policy.attempts) {
       delivery.state = "failed";
+      this.finished();
     } else {
       const wait = Math.min(this.policy.initialDelayMs * 2 ** (delivery.attempts.length - 1), this.policy.maxDelayMs);
       this.schedule(delivery, wait);
@@ -210,6 +241,7 @@ export class Sender {
     for (const delivery of this.deliveries.values()) {
       if (delivery.webhookId !== webhookId || delivery.state !== "pending") continue;
       delivery.state = "cancelled";
+      this.finished();
       delete delivery.nextAttemptAt;
       clearTimeout(this.timers.get(delivery.id));
       this.timers.delete(delivery.id);
@@ -228,7 +260,7 @@ export class Sender {
   }
 
   private wake(): void {
-    if (this.preparing > 0 || [...this.deliveries.values()].some((d) => d.state === "pending")) return;
+    if (this.preparing > 0 || this.pending > 0) return;
     for (const resolve of this.waiters.splice(0)) resolve();
   }
 

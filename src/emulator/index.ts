@@ -1,7 +1,20 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fchmodSync,
+  fsyncSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { networkInterfaces } from "node:os";
+import { basename, dirname, join } from "node:path";
 import type { Actor } from "../events.js";
 import { ApiError } from "./api-error.js";
 import { type Delivery, type RetryPolicy, Sender } from "./deliveries.js";
@@ -12,10 +25,12 @@ import {
   createFlagInput,
   createWebhookInput,
   encodeCursor,
+  hostOfAddress,
   invalid,
   isLoopbackHost,
   listQuery,
   onlyFields,
+  parseHost,
   rolloutPercent,
   updateFlagInput,
 } from "./validate.js";
@@ -27,9 +42,12 @@ export type { EnvironmentState, Flag } from "./store.js";
 export interface EmulatorOptions {
   /** TCP port; 0 (the default) picks a free one. */
   port?: number;
-  /** Interface to listen on. Default `127.0.0.1` (loopback only). */
+  /**
+   * Interface to listen on. Default `127.0.0.1` (loopback only). Whatever it is, the emulator
+   * answers only requests whose `Host` names loopback or this address (DNS-rebinding guard).
+   */
   host?: string;
-  /** The API token to accept as `Authorization: Bearer <token>`. Default: a random one (or the state file's). */
+  /** The API token to accept as `Authorization: Bearer <token>`: 8 to 200 visible ASCII characters, no spaces. Default: a random one (or the state file's). */
   token?: string;
   /** Environment keys of every project. Default `["production", "staging", "development"]`. */
   environments?: string[];
@@ -43,6 +61,8 @@ export interface EmulatorOptions {
   staleAfterDays?: number;
   /** Keep projects, flags, webhooks, the token and deliveries in this JSON file across restarts. Default: memory only. */
   stateFile?: string;
+  /** How many deliveries to keep (for `deliveries()`, the page and the state file): the oldest finished ones go first. Default 1000. */
+  maxDeliveries?: number;
   /** Called on every change of a delivery (created, attempted, finished, cancelled), e.g. to log it. */
   onDelivery?: (delivery: Delivery) => void;
   /** The clock, for tests of createdAt and staleness. Default `() => new Date()`. */
@@ -53,7 +73,10 @@ export interface EmulatorOptions {
 export interface Emulator {
   /** The API's base URL, ending in `/v2`, e.g. `http://127.0.0.1:4000/v2`. */
   readonly url: string;
-  /** The page's URL (the server's root). */
+  /**
+   * The page's URL: the server's root with the token in its fragment (`/#token=…`), which the
+   * browser keeps to itself. Open it to use the page; the root alone serves no token.
+   */
   readonly pageUrl: string;
   /** The token to send as `Authorization: Bearer <token>`. */
   readonly token: string;
@@ -67,6 +90,10 @@ export interface Emulator {
 
 const DEFAULT_ENVIRONMENTS = ["production", "staging", "development"];
 const PROJECT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+/** Visible ASCII: what `Authorization: Bearer <token>` can carry and this server can match. */
+const TOKEN = /^[\x21-\x7e]{8,200}$/;
+/** At most one state file write per this many milliseconds: a burst of changes is one write. */
+const SAVE_INTERVAL_MS = 100;
 
 /**
  * Starts the feature-flag service's emulator in-process: the `/v2` API of the interface
@@ -93,7 +120,12 @@ const PROJECT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
  */
 export async function createEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
   const emulator = new EmulatorServer(options);
-  await emulator.listen();
+  try {
+    await emulator.listen();
+  } catch (error) {
+    emulator.discard();
+    throw error;
+  }
   return emulator;
 }
 
@@ -115,16 +147,26 @@ class EmulatorServer implements Emulator {
   private readonly streams = new Set<ServerResponse>();
   private readonly keepAlive: NodeJS.Timeout;
   private readonly environments: string[];
-  private saveScheduled: NodeJS.Immediate | undefined;
+  private saveScheduled: NodeJS.Timeout | undefined;
+  private lastSave = 0;
   private closed = false;
+  /** The port listened on, and the hosts a `Host` header may name besides loopback. */
+  private port = "";
+  private readonly ownHosts = new Set<string>();
 
   constructor(private readonly options: EmulatorOptions) {
     const environments = options.environments ?? DEFAULT_ENVIRONMENTS;
     if (!Array.isArray(environments) || environments.length === 0 || !environments.every((e) => PROJECT.test(e))) {
       throw new TypeError('flag-webhooks/emulator: option "environments" must be a non-empty list of keys');
     }
-    if (options.token !== undefined && (typeof options.token !== "string" || options.token.length < 8)) {
-      throw new TypeError('flag-webhooks/emulator: option "token" must be a string of at least 8 characters');
+    if (options.token !== undefined && (typeof options.token !== "string" || !TOKEN.test(options.token))) {
+      throw new TypeError(
+        'flag-webhooks/emulator: option "token" must be 8 to 200 visible ASCII characters, without spaces (it is sent as Authorization: Bearer <token>)',
+      );
+    }
+    const max = options.maxDeliveries ?? 1000;
+    if (!Number.isSafeInteger(max) || max < 1) {
+      throw new TypeError('flag-webhooks/emulator: option "maxDeliveries" must be a positive integer');
     }
     this.environments = [...environments];
     const now = options.now ?? (() => new Date());
@@ -138,7 +180,7 @@ class EmulatorServer implements Emulator {
       },
       (happenings) => this.dispatch(happenings),
     );
-    this.sender = new Sender(options.retry ?? {}, (delivery) => this.deliveryChanged(delivery), now);
+    this.sender = new Sender(options.retry ?? {}, (delivery) => this.deliveryChanged(delivery), now, max);
     const saved = this.load();
     this.token = options.token ?? saved?.token ?? `fwe_${randomBytes(18).toString("base64url")}`;
     if (saved) for (const delivery of saved.deliveries) this.sender.restore(delivery);
@@ -153,6 +195,18 @@ class EmulatorServer implements Emulator {
 
   async listen(): Promise<void> {
     const host = this.options.host ?? "127.0.0.1";
+    const bound = hostOfAddress(host);
+    if (bound === undefined) throw new TypeError(`flag-webhooks/emulator: option "host" is not an address: "${host}"`);
+    // Before listening: a state file that cannot be written is a mistake to report now, not at the first change.
+    try {
+      this.flush();
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? String(error);
+      throw new TypeError(
+        `flag-webhooks/emulator: option "stateFile": cannot write the state file ${this.options.stateFile}: ${code}`,
+        { cause: error },
+      );
+    }
     await new Promise<void>((resolve, reject) => {
       this.server.once("error", reject);
       this.server.listen(this.options.port ?? 0, host, () => {
@@ -160,11 +214,29 @@ class EmulatorServer implements Emulator {
         resolve();
       });
     });
-    const { port } = this.server.address() as AddressInfo;
-    const shown = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
-    this.pageUrl = `http://${shown}:${port}/`;
-    this.url = `http://${shown}:${port}/v2`;
-    this.save();
+    this.port = String((this.server.address() as AddressInfo).port);
+    // Every address listened on may be named in Host: all of this machine's for 0.0.0.0 and ::.
+    const unspecified = bound === "0.0.0.0" || bound === "[::]";
+    if (unspecified) {
+      for (const list of Object.values(networkInterfaces())) {
+        for (const { address } of list ?? []) {
+          const name = hostOfAddress(address.replace(/%.*$/, ""));
+          if (name) this.ownHosts.add(name);
+        }
+      }
+    } else this.ownHosts.add(bound);
+    const shown = unspecified ? (bound === "[::]" ? "[::1]" : "127.0.0.1") : bound;
+    this.url = `http://${shown}:${this.port}/v2`;
+    this.pageUrl = `http://${shown}:${this.port}/#token=${encodeURIComponent(this.token)}`;
+  }
+
+  /** Undoes a start that failed: no delivery restored from the state file goes out, nothing is saved. */
+  discard(): void {
+    this.closed = true;
+    clearInterval(this.keepAlive);
+    clearTimeout(this.saveScheduled);
+    this.sender.close();
+    if (this.server.listening) this.server.close();
   }
 
   deliveries(): Delivery[] {
@@ -179,9 +251,14 @@ class EmulatorServer implements Emulator {
     if (this.closed) return;
     clearInterval(this.keepAlive);
     this.sender.close();
-    this.flush();
+    try {
+      this.flush();
+    } catch (error) {
+      // The server still stops: a process waiting on close() must be able to exit.
+      process.emitWarning(`flag-webhooks/emulator: could not save ${this.options.stateFile}: ${String(error)}`);
+    }
     this.closed = true;
-    clearImmediate(this.saveScheduled);
+    clearTimeout(this.saveScheduled);
     for (const stream of this.streams) stream.end();
     this.streams.clear();
     this.server.closeAllConnections();
@@ -192,12 +269,9 @@ class EmulatorServer implements Emulator {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? "/", "http://emulator.invalid");
-    // DNS rebinding guard: a web page on another origin resolving its name to 127.0.0.1 must not reach the API or the page.
-    const hostname = (req.headers.host ?? "").replace(/:\d+$/, "").toLowerCase();
-    if (isLoopbackHost(this.options.host ?? "127.0.0.1") && !isLoopbackHost(hostname)) {
-      throw new ApiError(403, "forbidden", "the emulator answers only requests addressed to localhost or 127.0.0.1");
-    }
+    this.checkHost(req.headers.host);
     const path = url.pathname;
+    if (path === "/v2" || path.startsWith("/v2/") || path.startsWith("/_emulator/")) this.checkOrigin(req);
     if (path === "/v2" || path.startsWith("/v2/")) {
       this.authorize(req.headers.authorization);
       return this.api(req, res, path.slice(3), url.searchParams);
@@ -211,9 +285,36 @@ class EmulatorServer implements Emulator {
       return this.emulatorApi(req, res, path.slice("/_emulator".length));
     }
     if (req.method === "GET" || req.method === "HEAD") {
-      if (servePage(path, res, { token: this.token, url: this.url })) return;
+      if (servePage(path, res, { url: this.url })) return;
     }
     throw new ApiError(404, "not_found", `nothing at ${req.method} ${path}`);
+  }
+
+  /**
+   * DNS-rebinding guard: a web page whose name resolves to this machine sends its own name in
+   * `Host`. Only names of loopback (`localhost`, `127.0.0.0/8`, `[::1]`, in any spelling) or of
+   * the address listened on, with the port listened on, are answered, whatever the bind address.
+   */
+  private checkHost(header: string | undefined): void {
+    const host = parseHost(header ?? "");
+    const port = host?.port === "" ? "80" : host?.port;
+    if (!host || port !== this.port || !(isLoopbackHost(host.hostname) || this.ownHosts.has(host.hostname))) {
+      throw new ApiError(
+        403,
+        "forbidden",
+        "the emulator answers only requests addressed to localhost, 127.0.0.1, [::1] or the address it listens on, with its port",
+      );
+    }
+  }
+
+  /** Browsers say where a request comes from: the API and the page's calls answer only this origin. */
+  private checkOrigin(req: IncomingMessage): void {
+    const site = req.headers["sec-fetch-site"];
+    const origin = req.headers.origin;
+    const sameOrigin = origin === undefined || origin === `http://${req.headers.host}`;
+    if ((site !== undefined && site !== "same-origin" && site !== "none") || !sameOrigin) {
+      throw new ApiError(403, "forbidden", "the emulator answers no request made by another origin's page");
+    }
   }
 
   private authorize(header: string | undefined): void {
@@ -297,9 +398,17 @@ class EmulatorServer implements Emulator {
   /** Endpoints of the emulator itself (not the service's): state for the page, rollout events, redelivery. */
   private async emulatorApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
     const method = req.method ?? "GET";
-    if (path === "/state" && method === "GET") return sendJson(res, 200, this.snapshot());
+    const allow = (methods: string) =>
+      new ApiError(405, "method_not_allowed", `${method} is not allowed here (allowed: ${methods})`, {
+        allow: methods,
+      });
+    if (path === "/state" || path === "/events") {
+      if (path === "/state" && method === "GET") return sendJson(res, 200, this.snapshot());
+      throw allow("GET");
+    }
     const rollout = /^\/projects\/([^/]+)\/flags\/([^/]+)\/(rollout-step|guard-triggered)$/.exec(path);
-    if (rollout && method === "POST") {
+    if (rollout && method !== "POST") throw allow("POST");
+    if (rollout) {
       const project = segment(rollout[1] as string, "project");
       const key = segment(rollout[2] as string, "key");
       const body = await readJson(req);
@@ -317,7 +426,8 @@ class EmulatorServer implements Emulator {
       return sendJson(res, 200, this.store.guardTriggered(project, key, environment, body.action));
     }
     const copy = /^\/deliveries\/([^/]+)\/(redeliver|tampered-copy)$/.exec(path);
-    if (copy && method === "POST") {
+    if (copy && method !== "POST") throw allow("POST");
+    if (copy) {
       const original = this.sender.deliveries.get(segment(copy[1] as string, "id"));
       if (!original) throw new ApiError(404, "not_found", "no such delivery");
       const webhook = this.store.projects.get(original.project)?.webhooks.get(original.webhookId);
@@ -402,18 +512,44 @@ class EmulatorServer implements Emulator {
     }
   }
 
+  /** Reads the state file; a problem with it is a TypeError naming the option and saying why. */
   private load(): SavedState | undefined {
     const file = this.options.stateFile;
-    if (!file || !existsSync(file)) return undefined;
+    if (file === undefined) return undefined;
+    const problem = (why: string, cause?: unknown) =>
+      new TypeError(`flag-webhooks/emulator: option "stateFile": cannot read the state file ${file}: ${why}`, {
+        cause,
+      });
+    if (typeof file !== "string" || file === "") throw problem("it must be a file path");
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "ENOENT") {
+        let folder: ReturnType<typeof statSync> | undefined;
+        try {
+          folder = statSync(dirname(file));
+        } catch {
+          folder = undefined;
+        }
+        if (!folder?.isDirectory()) throw problem(`its folder ${dirname(file)} does not exist`);
+        return undefined;
+      }
+      if (code === "EISDIR") throw problem("it is a directory");
+      if (code === "EACCES") throw problem("permission denied");
+      throw problem(code ?? String(error), error);
+    }
     let saved: SavedState;
     try {
-      saved = JSON.parse(readFileSync(file, "utf8")) as SavedState;
-    } catch (cause) {
-      throw new Error(`flag-webhooks/emulator: cannot read the state file ${file}`, { cause });
+      saved = JSON.parse(text) as SavedState;
+    } catch (error) {
+      throw problem(`it is not JSON (${error instanceof Error ? error.message : String(error)})`, error);
     }
     if (saved?.version !== 1 || !Array.isArray(saved.projects) || !Array.isArray(saved.deliveries)) {
-      throw new Error(`flag-webhooks/emulator: ${file} is not a state file of this version`);
+      throw problem("it is not a state file of this version of the emulator");
     }
+    if (typeof saved.token !== "string" || !TOKEN.test(saved.token)) throw problem("its token is not valid");
     this.store.seq = saved.seq;
     for (const p of saved.projects) {
       const project = this.store.project(p.id);
@@ -423,23 +559,29 @@ class EmulatorServer implements Emulator {
     return saved;
   }
 
-  /** Writes the state file soon; many changes in one tick are one write. */
+  /**
+   * Writes the state file soon: after this tick, and at most once per SAVE_INTERVAL_MS, so a
+   * burst of changes is one write. The history is bounded (maxDeliveries), so a write is too.
+   */
   private save(): void {
     if (!this.options.stateFile || this.saveScheduled || this.closed) return;
-    this.saveScheduled = setImmediate(() => {
+    const wait = Math.max(0, this.lastSave + SAVE_INTERVAL_MS - performance.now());
+    this.saveScheduled = setTimeout(() => {
       try {
         this.flush();
       } catch (error) {
         // A full disk must not stop the emulator; the next change tries again.
         process.emitWarning(`flag-webhooks/emulator: could not save ${this.options.stateFile}: ${String(error)}`);
       }
-    });
+    }, wait);
   }
 
   private flush(): void {
     const file = this.options.stateFile;
     if (!file || this.closed) return;
+    clearTimeout(this.saveScheduled);
     this.saveScheduled = undefined;
+    this.lastSave = performance.now();
     const state: SavedState = {
       version: 1,
       token: this.token,
@@ -451,9 +593,40 @@ class EmulatorServer implements Emulator {
       })),
       deliveries: [...this.sender.deliveries.values()],
     };
-    // Written whole then renamed, so a crash never leaves half a file; 0600 because it holds secrets and the token.
-    writeFileSync(`${file}.tmp`, JSON.stringify(state), { mode: 0o600 });
-    renameSync(`${file}.tmp`, file);
+    writeAtomically(file, JSON.stringify(state));
+  }
+}
+
+/**
+ * Writes a file that holds secrets: to a fresh name in its folder, created exclusively (O_EXCL
+ * does not follow a link planted there) with mode 0600, synced, then renamed over the file (a
+ * rename replaces a link at the path, never writes through it). So every write leaves the file
+ * 0600 and whole, and no planted link makes it write elsewhere.
+ */
+function writeAtomically(file: string, text: string): void {
+  const temp = join(dirname(file), `.${basename(file)}.${randomBytes(6).toString("hex")}.tmp`);
+  const fd = openSync(
+    temp,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (constants.O_NOFOLLOW ?? 0),
+    0o600,
+  );
+  try {
+    try {
+      fchmodSync(fd, 0o600); // the umask may not widen it, and must not narrow it either
+      const bytes = Buffer.from(text, "utf8");
+      for (let offset = 0; offset < bytes.byteLength; ) offset += writeSync(fd, bytes, offset);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temp, file);
+  } catch (error) {
+    try {
+      unlinkSync(temp);
+    } catch {
+      // Already renamed or gone.
+    }
+    throw error;
   }
 }
 

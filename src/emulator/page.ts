@@ -5,11 +5,11 @@ import { fileURLToPath } from "node:url";
 
 // The page is three static files, shipped as files: src/emulator/page/ in the repository,
 // dist/emulator-page/ in the package (tsup.config.ts copies them). No build step, no framework.
-const FILES: Record<string, { file: string; type: string }> = {
-  "/": { file: "index.html", type: "text/html; charset=utf-8" },
-  "/page.css": { file: "page.css", type: "text/css; charset=utf-8" },
-  "/page.js": { file: "page.js", type: "text/javascript; charset=utf-8" },
-};
+const FILES = new Map<string, { file: string; type: string }>([
+  ["/", { file: "index.html", type: "text/html; charset=utf-8" }],
+  ["/page.css", { file: "page.css", type: "text/css; charset=utf-8" }],
+  ["/page.js", { file: "page.js", type: "text/javascript; charset=utf-8" }],
+]);
 
 declare const __dirname: string | undefined;
 
@@ -31,13 +31,14 @@ function pageRoot(): string {
 const escapeHtml = (value: string) => value.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /** Serves one of the page's files; false when `path` is not one of them. */
-export function servePage(path: string, res: ServerResponse, values: { token: string; url: string }): boolean {
-  const entry = FILES[path];
+export function servePage(path: string, res: ServerResponse, values: { url: string }): boolean {
+  const entry = FILES.get(path);
   if (!entry) return false;
   let body = readFileSync(join(pageRoot(), entry.file), "utf8");
   if (entry.file === "index.html") {
-    // The page calls the API with the token; only a page on this origin can read it (no CORS, Host checked).
-    body = body.replaceAll("{{token}}", escapeHtml(values.token)).replaceAll("{{url}}", escapeHtml(values.url));
+    // No token in here: the page takes it from its URL's fragment (#token=…), which browsers never
+    // send, so a request to the port learns nothing from the page.
+    body = body.replaceAll("{{url}}", escapeHtml(values.url));
   }
   res.writeHead(200, {
     "content-type": entry.type,

@@ -124,7 +124,8 @@ export class Store {
     }
     const createdAt = this.now();
     // Spec section 3: a new flag is switched off in every environment (its sample says otherwise; the statement rules).
-    const environments: Record<string, EnvironmentState> = {};
+    // No prototype: the keys are the configured environments and nothing inherited.
+    const environments: Record<string, EnvironmentState> = Object.create(null);
     for (const env of this.options.environments) environments[env] = { on: false };
     const flag: Flag = {
       key: input.key,
@@ -157,13 +158,7 @@ export class Store {
   /** Spec section 3: one environment changes; omitted fields and other environments stay as they were. */
   update(projectId: string, key: string, change: Change): Flag {
     const stored = this.find(projectId, key);
-    if (!(change.environment in stored.flag.environments)) {
-      throw new ApiError(
-        400,
-        "invalid_request",
-        `environment "${change.environment}" is not an environment of this project`,
-      );
-    }
+    const state = this.environment(stored, change.environment);
     if (this.options.protectedEnvironments.includes(change.environment) && !change.comment) {
       throw new ApiError(
         400,
@@ -171,7 +166,6 @@ export class Store {
         `comment is required to change a flag in the protected environment "${change.environment}"`,
       );
     }
-    const state = stored.flag.environments[change.environment] as EnvironmentState;
     const changes: { path: string; from: unknown; to: unknown }[] = [];
     if (change.on !== undefined && change.on !== state.on) {
       changes.push({ path: "on", from: state.on, to: change.on });
@@ -236,11 +230,16 @@ export class Store {
     return stored.flag;
   }
 
+  /**
+   * The flag's state in one of the configured environments. A name from a request never indexes
+   * the object unchecked: `__proto__`, `constructor` or `toString` would reach Object.prototype.
+   */
   private environment(stored: StoredFlag, environment: string): EnvironmentState {
-    const state = stored.flag.environments[environment];
-    if (!state)
+    const environments = stored.flag.environments;
+    if (!this.options.environments.includes(environment) || !Object.hasOwn(environments, environment)) {
       throw new ApiError(400, "invalid_request", `environment "${environment}" is not an environment of this project`);
-    return state;
+    }
+    return environments[environment] as EnvironmentState;
   }
 
   addWebhook(projectId: string, input: { url: string; events: EventType[]; environments?: string[] }): StoredWebhook {

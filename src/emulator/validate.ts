@@ -101,10 +101,41 @@ export function rolloutPercent(value: unknown, field: string): number {
   return value;
 }
 
-const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]", "::1"]);
+/**
+ * A `Host` header value (or a bind address) as the WHATWG URL parser reads it: `127.1`,
+ * `0x7f.0.0.1` and `127.0.0.1` are one host, and so are `[0:0:0:0:0:0:0:1]` and `[::1]`.
+ * Undefined when it is not a host at all. `port` is "" when none is given.
+ */
+export function parseHost(value: string): { hostname: string; port: string } | undefined {
+  if (value === "" || /[\s/\\?#@]/.test(value)) return undefined;
+  try {
+    const url = new URL(`http://${value}`);
+    return { hostname: url.hostname, port: url.port };
+  } catch {
+    return undefined;
+  }
+}
 
+/** An address or name for listening, as a URL host: IPv6 in brackets, IPv4 in dotted decimal. */
+export function hostOfAddress(address: string): string | undefined {
+  const bracketed = address.includes(":") && !address.startsWith("[") ? `[${address}]` : address;
+  return parseHost(bracketed)?.hostname;
+}
+
+/**
+ * Whether a URL hostname (as `new URL().hostname` gives it, so already in one spelling) names
+ * this machine's loopback interface: `localhost`, `127.0.0.0/8`, `[::1]`, or IPv4 loopback mapped
+ * to IPv6 (`[::ffff:7f00:1]`).
+ */
 export function isLoopbackHost(hostname: string): boolean {
-  return LOOPBACK_HOSTS.has(hostname) || /^127\.\d+\.\d+\.\d+$/.test(hostname) || hostname.endsWith(".localhost");
+  const host = hostOfAddress(hostname);
+  if (host === undefined) return false;
+  return (
+    host === "localhost" ||
+    /^127\.\d+\.\d+\.\d+$/.test(host) ||
+    host === "[::1]" ||
+    /^\[::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}\]$/.test(host)
+  );
 }
 
 export function createWebhookInput(

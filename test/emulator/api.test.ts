@@ -43,7 +43,7 @@ function expectError(answer: { status: number; json: any }, status: number, code
 describe("createEmulator", () => {
   it("listens on loopback and gives a base URL ending in /v2, a token and the page's URL", () => {
     expect(emulator.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v2$/);
-    expect(emulator.pageUrl).toBe(emulator.url.replace(/v2$/, ""));
+    expect(emulator.pageUrl).toBe(`${emulator.url.replace(/v2$/, "")}#token=${emulator.token}`);
     expect(emulator.token.length).toBeGreaterThanOrEqual(20);
   });
 

@@ -349,9 +349,17 @@ describe("options", () => {
     cleanup.push(async () => rmSync(dir, { recursive: true, force: true }));
     const stateFile = join(dir, "state.json");
     writeFileSync(stateFile, "{ not json");
-    await expect(createEmulator({ stateFile })).rejects.toThrow(`cannot read the state file ${stateFile}`);
+    await expect(createEmulator({ stateFile })).rejects.toThrow(
+      new RegExp(
+        `^flag-webhooks/emulator: option "stateFile": cannot read the state file ${stateFile}: it is not JSON \\(.+\\)$`,
+      ),
+    );
     writeFileSync(stateFile, '{ "version": 2 }');
-    await expect(createEmulator({ stateFile })).rejects.toThrow("is not a state file of this version");
+    await expect(createEmulator({ stateFile })).rejects.toThrow("it is not a state file of this version");
+    await expect(createEmulator({ stateFile: join(dir, "missing/state.json") })).rejects.toThrow(
+      `cannot read the state file ${join(dir, "missing/state.json")}: its folder ${join(dir, "missing")} does not exist`,
+    );
+    await expect(createEmulator({ stateFile: dir })).rejects.toThrow(": it is a directory");
   });
 
   it("reports every change of a delivery to onDelivery", async () => {

@@ -25,7 +25,7 @@ export async function call(
     body = JSON.stringify(options.body);
     headers["content-type"] ??= "application/json";
   }
-  const base = path.startsWith("/_emulator") ? emulator.pageUrl.replace(/\/$/, "") : emulator.url;
+  const base = path.startsWith("/_emulator") ? new URL(emulator.url).origin : emulator.url;
   const response = await fetch(`${base}${path}`, { method, headers, body });
   const text = await response.text();
   let json: any;

@@ -6,7 +6,7 @@ import { webhookMiddleware } from "flag-webhooks/express";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEmulator, type Emulator } from "../../src/emulator/index.js";
-import type { WebhookEvent } from "../../src/index.js";
+import { MemoryDedupeStore, type WebhookEvent } from "../../src/index.js";
 import { close, listen } from "../http.js";
 import { call } from "./helpers.js";
 
@@ -37,9 +37,11 @@ describe.skipIf(!available)("the emulator's page in chromium", () => {
 
   beforeAll(async () => {
     const receiving = express();
+    // With dedupe, so that a redelivery is answered as a duplicate (Webhook-Duplicate: true).
+    const store = new MemoryDedupeStore();
     receiving.post(
       "/webhooks",
-      (req, res, next) => webhookMiddleware({ secret })(req, res, next),
+      (req, res, next) => webhookMiddleware({ secret, dedupe: { store, ttl: "10m" } })(req, res, next),
       (req, res) => {
         if (req.webhookEvent) handled.push(req.webhookEvent);
         res.json({ ok: true, received: req.webhookEvent?.id });
@@ -203,6 +205,73 @@ describe.skipIf(!available)("the emulator's page in chromium", () => {
     );
     expect(unlabelled).toEqual([]);
     expect(await page.locator("[tabindex]").count()).toBe(0); // native focus order only
+  });
+
+  it("takes the token from the printed URL's fragment and leaves it out of the address bar", async () => {
+    expect(page.url()).toBe(new URL("/", emulator.pageUrl).href);
+    expect(page.url()).not.toContain(emulator.token);
+    expect(await page.content()).not.toContain(emulator.token);
+    expect(await page.locator("#sign-in").isHidden()).toBe(true);
+  });
+
+  it("asks for the token when opened without it, refuses a wrong one, and keeps the right one across a reload", async () => {
+    const other = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    try {
+      await other.goto(new URL("/", emulator.pageUrl).href);
+      const form = other.getByRole("form", { name: "Enter the API token" });
+      await form.waitFor();
+      expect(await other.locator("#flags tbody tr").count()).toBe(0);
+      await form.getByLabel("API token").fill("fwe_not-the-token");
+      await form.getByRole("button", { name: "Open the page" }).click();
+      await expect.poll(() => form.isVisible()).toBe(true);
+      await expect.poll(() => form.locator("p").textContent()).toContain("That token is not the emulator's");
+      await form.getByLabel("API token").fill(emulator.token);
+      await form.getByRole("button", { name: "Open the page" }).click();
+      await other.getByRole("status").filter({ hasText: "live" }).waitFor();
+      await expect.poll(() => other.locator("#flags tbody tr").count()).toBe(2);
+      await other.reload();
+      await other.getByRole("status").filter({ hasText: "live" }).waitFor();
+      expect(await form.isHidden()).toBe(true);
+      await expect.poll(() => other.locator("#flags tbody tr").count()).toBe(2);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("shows each attempt's response headers: a redelivery answered as a duplicate says so", async () => {
+    const original = page.locator('li[data-kind="event"]', { hasText: "flag.updated" }).last();
+    if ((await original.locator("details").getAttribute("open")) === null) await original.locator("summary").click();
+    await original.getByRole("button", { name: "Redeliver" }).click();
+    const redelivery = page.locator('li[data-kind="redelivery"]').first();
+    await expect.poll(() => redelivery.locator(".badge").textContent()).toBe("204");
+    await redelivery.locator("summary").click();
+    const headers = redelivery.getByLabel("Response headers of attempt 1");
+    await expect.poll(() => headers.locator("dt").allTextContents()).toContain("webhook-duplicate");
+    expect(await headers.locator("dt", { hasText: "webhook-duplicate" }).locator("+ dd").textContent()).toBe("true");
+    // The first delivery's answer came from Express: its headers are shown too.
+    expect(await original.getByLabel("Response headers of attempt 1").textContent()).toContain(
+      "application/json; charset=utf-8",
+    );
+  });
+
+  it("wraps a long body line at 1280 px instead of cutting it", async () => {
+    await page.setViewportSize({ width: 1280, height: 1000 });
+    try {
+      await call(emulator, "PATCH", "/projects/default/flags/search-v2", {
+        body: { environment: "development", on: true, comment: `ticket-${"x".repeat(600)}-end` },
+      });
+      const delivery = page.locator('li[data-kind="event"]', { hasText: "search-v2" }).first();
+      await expect.poll(() => delivery.locator(".badge").textContent()).toBe("200");
+      await delivery.locator("summary").click();
+      const body = delivery.locator("pre.body");
+      await expect.poll(() => body.textContent()).toContain("-end");
+      const sizes = await body.evaluate((pre) => ({ scroll: pre.scrollWidth, client: pre.clientWidth }));
+      expect(sizes.scroll).toBeLessThanOrEqual(sizes.client);
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(1280);
+      await delivery.locator("summary").click();
+    } finally {
+      await page.setViewportSize({ width: 1440, height: 1000 });
+    }
   });
 
   it("registers a webhook from the page and shows its secret once", async () => {

@@ -11,15 +11,19 @@ for (const [name, create] of [
 ]) {
   const emulator = await create();
   try {
-    const html = await fetch(emulator.pageUrl).then((res) => res.text());
-    const assets = await Promise.all(["page.js", "page.css"].map((file) => fetch(emulator.pageUrl + file)));
+    const root = new URL("/", emulator.pageUrl).href; // pageUrl carries the token in its fragment
+    const html = await fetch(root).then((res) => res.text());
+    const assets = await Promise.all(["page.js", "page.css"].map((file) => fetch(root + file)));
     const created = await fetch(`${emulator.url}/projects/p/flags`, {
       method: "POST",
       headers: { authorization: `Bearer ${emulator.token}`, "content-type": "application/json" },
       body: JSON.stringify({ key: "k", type: "boolean" }),
     });
     results[name] = {
-      page: html.includes("<title>flag-webhooks emulator</title>") && html.includes(emulator.token),
+      page:
+        html.includes("<title>flag-webhooks emulator</title>") &&
+        !html.includes(emulator.token) &&
+        emulator.pageUrl === `${root}#token=${emulator.token}`,
       assets: assets.map((res) => res.status),
       created: created.status,
     };

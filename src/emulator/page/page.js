@@ -3,9 +3,21 @@
 // Everything received is untrusted text (response bodies come from the user's app), so the page
 // builds DOM nodes and never assigns HTML strings.
 
-const token = document.querySelector('meta[name="emulator-token"]').content;
 const apiUrl = document.querySelector('meta[name="emulator-url"]').content;
-const auth = { authorization: `Bearer ${token}` };
+
+// The token is never in the HTML: the link the emulator prints carries it in the fragment
+// (#token=…), which the browser does not send. It is kept for this tab only (a reload keeps
+// working) and taken out of the address bar, so it is not bookmarked or shared by a copied URL.
+function takeToken() {
+  const fromUrl = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (fromUrl) {
+    sessionStorage.setItem("emulator-token", fromUrl);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem("emulator-token") ?? "";
+}
+let token = takeToken();
+let auth = { authorization: `Bearer ${token}` };
 
 const state = {
   environments: [],
@@ -42,6 +54,7 @@ async function call(method, url, body) {
   });
   const text = await response.text();
   const value = text ? JSON.parse(text) : undefined;
+  if (response.status === 401) signIn("That token is not the emulator's: paste the one it printed.");
   if (!response.ok)
     throw new Error(value?.error ? `${value.error.code}: ${value.error.message}` : `HTTP ${response.status}`);
   return value;
@@ -316,7 +329,21 @@ function renderDelivery(delivery) {
                 h("td", {}, time(a.startedAt)),
                 h("td", {}, a.status ?? a.error),
                 h("td", {}, `${a.durationMs} ms`),
-                h("td", {}, h("code", { class: "response" }, a.responseBody ?? "")),
+                h(
+                  "td",
+                  {},
+                  a.responseHeaders
+                    ? h(
+                        "dl",
+                        { class: "response-headers", "aria-label": `Response headers of attempt ${a.number}` },
+                        Object.entries(a.responseHeaders).map(([name, value]) => [
+                          h("dt", {}, name),
+                          h("dd", {}, h("code", {}, value)),
+                        ]),
+                      )
+                    : null,
+                  h("code", { class: "response" }, a.responseBody ?? ""),
+                ),
               ),
             ),
       ),
@@ -508,7 +535,7 @@ async function loadState() {
 }
 
 function connect() {
-  const stream = new EventSource(`/_emulator/events?token=${encodeURIComponent(token)}`);
+  stream = new EventSource(`/_emulator/events?token=${encodeURIComponent(token)}`);
   const status = $("#connection");
   stream.addEventListener("open", () => {
     status.textContent = "live";
@@ -609,5 +636,31 @@ $("#hide-secret").addEventListener("click", () => {
   $("#secret").hidden = true;
 });
 
-attempt(loadState);
-connect();
+/** No token, or a wrong one: ask for it, and start once it is given. */
+function signIn(message) {
+  const form = $("#sign-in");
+  if (message) form.querySelector("p").textContent = message;
+  form.hidden = false;
+  form.token.focus();
+}
+
+$("#sign-in").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const form = event.target;
+  token = form.token.value.trim();
+  sessionStorage.setItem("emulator-token", token);
+  auth = { authorization: `Bearer ${token}` };
+  form.token.value = "";
+  form.hidden = true;
+  start();
+});
+
+let stream;
+function start() {
+  stream?.close();
+  attempt(loadState);
+  connect();
+}
+
+if (token) start();
+else signIn();
