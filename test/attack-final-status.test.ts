@@ -2,9 +2,11 @@ import { createHmac } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import express from "express";
+import Fastify from "fastify";
 import Koa from "koa";
 import { afterEach, describe, expect, it } from "vitest";
 import { webhookMiddleware as expressMiddleware } from "../src/adapters/express.js";
+import { webhookPlugin } from "../src/adapters/fastify.js";
 import { webhookMiddleware as koaMiddleware } from "../src/adapters/koa.js";
 import { MemoryDedupeStore } from "../src/index.js";
 import { close, listen } from "./http.js";
@@ -158,5 +160,44 @@ describe("Koa: the answer Koa writes after the middleware chain is the final one
     expect((await first).status).toBe(204);
     expect(await post(d)).toEqual({ status: 204, duplicate: "true" });
     expect([runs, most]).toEqual([1, 1]);
+  });
+});
+
+describe("Fastify: reply.hijack(), answered later on reply.raw", () => {
+  it("the claim stands until that answer (a copy meanwhile gets 409), and its 503 releases it", async () => {
+    let runs = 0;
+    let running = 0;
+    let most = 0;
+    const app = Fastify();
+    await app.register(webhookPlugin, {
+      path: "/webhooks",
+      secret: SECRET,
+      dedupe: dedupe(),
+      onEvent: (_event, _request, reply) => {
+        // Fastify's documented escape hatch: the route writes the raw response itself, when done.
+        runs++;
+        running++;
+        most = Math.max(most, running);
+        const status = runs === 1 ? 503 : 204;
+        reply.hijack();
+        setTimeout(() => {
+          running--;
+          reply.raw.statusCode = status;
+          reply.raw.end();
+        }, 400);
+      },
+    });
+    await app.ready();
+    server = await listen(app.server);
+    const d = delivery();
+    const first = post(d);
+    await sleep(100);
+    // Today: "204 duplicate": the id was marked done at hijack(), with Fastify's default 200,
+    // before the handler finished; and its 503 then never releases it, so the event is lost.
+    const copy = await post(d);
+    expect(copy.status).toBe(409);
+    expect((await first).status).toBe(503);
+    expect(await post(d)).toEqual({ status: 204, duplicate: null });
+    expect([runs, most]).toEqual([2, 1]);
   });
 });
