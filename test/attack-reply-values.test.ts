@@ -88,6 +88,34 @@ describe("Lambda: a proxy result whose statusCode is not a whole number is not s
   });
 });
 
+describe("Lambda: a proxy result API Gateway cannot read is not passed on as a 2xx that marks the event done", () => {
+  it("a body that is an object, not a string (API Gateway answers 502 Malformed Lambda proxy response)", async () => {
+    let runs = 0;
+    const handler = lambdaHandler({
+      secret: SECRET,
+      dedupe: dedupe(),
+      onError: quiet,
+      onEvent: () => {
+        runs++;
+        return { statusCode: 200, body: { ok: true } };
+      },
+    });
+    const d = delivery();
+    const event = { httpMethod: "POST", headers: d.headers, body: d.body };
+    const context = { awsRequestId: "r", getRemainingTimeInMillis: () => 30_000 };
+    const first = await handler(event, context);
+    // Either the result is made well-formed (a string body), or the delivery fails and is released:
+    // what must not happen is a 502 at API Gateway for an id already marked done (today's case).
+    expect(typeof first.body).toBe("string");
+    const retry = await handler(event, context);
+    if (first.statusCode >= 200 && first.statusCode <= 299) {
+      expect([retry.statusCode, runs]).toEqual([204, 1]);
+    } else {
+      expect(runs).toBe(2);
+    }
+  });
+});
+
 describe("a reply that cannot be written releases the claim and answers our JSON 500", () => {
   it("fetch: a reply body JSON cannot serialise (a BigInt) is 500 handler_error, and the retry runs, not 409 for a lease", async () => {
     let runs = 0;
