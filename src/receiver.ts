@@ -155,10 +155,16 @@ export interface AdapterHooks<Context extends unknown[]> {
    */
   native?(value: unknown): number | undefined;
   /**
-   * The status of an answer `onEvent` gave through the framework (`res`, `ctx`, `reply`), or
-   * `undefined` if it gave none: that answer stands, and the core writes nothing.
+   * Whether `onEvent` answered through the framework (`res`, `ctx`, `reply`): that answer stands,
+   * and `handle` returns nothing to write.
    */
-  answered?(...context: Context): number | undefined;
+  answered?(...context: Context): boolean;
+  /**
+   * For adapters that see the answer on the wire (Node's `ServerResponse`): told of each claimed
+   * delivery before its handler runs, the adapter settles it itself with the status actually
+   * sent, whoever writes it and whenever; `handle` then never settles.
+   */
+  watch?(accepted: Accepted, ...context: Context): void;
 }
 
 /** A value `onEvent` returned that the adapter answers with itself (a fetch `Response`). */
@@ -236,7 +242,7 @@ export function createReceiver<Context extends unknown[]>(
     }
   }
   const dedupe = options.dedupe === undefined ? undefined : dedupeOptions(options.dedupe, maxAge);
-  const { native, answered } = hooks;
+  const { native, answered, watch } = hooks;
 
   /** Runs a hook for logs or metrics: whatever it throws changes no answer. */
   function tell(context: Context, hook: () => void): void {
@@ -279,6 +285,12 @@ export function createReceiver<Context extends unknown[]>(
       claim = await withTimeout(store.claim(id, inFlightTtl), timeout, (late) => {
         if (late === "claimed") void quietly(() => store.release(id), context);
       });
+      // Anything else would turn dedupe off without a word: a store that answers it is broken.
+      if (claim !== "claimed" && claim !== "in_flight" && claim !== "done") {
+        throw new TypeError(
+          `flag-webhooks: the dedupe store's claim() answered ${typeof claim === "string" ? JSON.stringify(claim) : String(claim)}, not "claimed", "in_flight" or "done"`,
+        );
+      }
     } catch (cause) {
       report(cause, context);
       if (failOpen) return { event, settle: settled };
@@ -295,7 +307,7 @@ export function createReceiver<Context extends unknown[]>(
       );
     }
     let once = false;
-    return {
+    const accepted: Accepted = {
       event,
       settle(status) {
         if (once) return settled();
@@ -307,6 +319,8 @@ export function createReceiver<Context extends unknown[]>(
         return quietly(() => store.release(id), context);
       },
     };
+    watch?.(accepted, ...context);
+    return accepted;
   }
 
   async function verifiedDelivery(delivery: Delivery, context: Context): Promise<WebhookEvent> {
@@ -332,11 +346,13 @@ export function createReceiver<Context extends unknown[]>(
   async function handle(delivery: Delivery, ...context: Context): Promise<Answer | NativeReply | undefined> {
     const accepted = await accept(delivery, ...context);
     if (!("event" in accepted)) return accepted;
+    // An adapter that watches the wire settles with the status it sends; the others are told here.
+    const settle = watch ? settled : accepted.settle;
     let value: unknown;
     try {
       value = await onEvent?.(accepted.event, ...context);
     } catch (error) {
-      await accepted.settle(undefined);
+      await settle(undefined);
       // A WebhookError keeps its own answer (a queue hand-off's store_unavailable, say); anything
       // else is reported, and the client gets the generic handler_error: the handler's own
       // message may hold internals.
@@ -345,20 +361,27 @@ export function createReceiver<Context extends unknown[]>(
       return errorResponse(undefined);
     }
     // The final answer, and so whether the event counts as handled: one the handler gave through
-    // the framework stands; else a native result or a reply it returned; else 204.
-    const own = answered?.(...context);
-    if (own !== undefined) {
-      await accepted.settle(own);
-      return undefined;
+    // the framework stands; else a native result or a reply it returned; else 204. A result that
+    // cannot be answered as it is (a status that is no HTTP status, headers Node refuses, a body
+    // JSON cannot hold) is a handler failure, never a 2xx that marks the event done.
+    try {
+      if (answered?.(...context)) return undefined;
+      const nativeStatus = native?.(value);
+      if (nativeStatus !== undefined) {
+        if (!isStatus(nativeStatus)) {
+          throw new TypeError("flag-webhooks: onEvent returned a result with no valid HTTP status to answer with");
+        }
+        await settle(nativeStatus);
+        return { native: value };
+      }
+      const answer = isReply(value) ? replyAnswer(value) : { ...NO_CONTENT, headers: {} };
+      await settle(answer.status);
+      return answer;
+    } catch (error) {
+      await settle(undefined);
+      report(error, context);
+      return errorResponse(undefined);
     }
-    const nativeStatus = native?.(value);
-    if (nativeStatus !== undefined) {
-      await accepted.settle(nativeStatus);
-      return { native: value };
-    }
-    const answer = isReply(value) ? replyAnswer(value) : NO_CONTENT;
-    await accepted.settle(answer.status);
-    return answer === NO_CONTENT ? { ...NO_CONTENT, headers: {} } : answer;
   }
 
   /** Runs a store operation whose failure must not change the answer (it is reported instead). */
@@ -495,20 +518,39 @@ function withTimeout<T>(value: T | PromiseLike<T>, ms: number, late?: (value: T)
   });
 }
 
+/** A status a reply may carry: a whole number from 200 to 599. */
+function isStatus(status: unknown): status is number {
+  return Number.isInteger(status) && (status as number) >= 200 && (status as number) <= 599;
+}
+
+/**
+ * Whether `onEvent` returned a reply: a plain object with a `status`. One whose status is no HTTP
+ * status (`"503"`, `600`, `503.5`) throws: it is a mistake, not a 204.
+ */
 function isReply(value: unknown): value is WebhookReply {
-  if (typeof value !== "object" || value === null) return false;
+  if (typeof value !== "object" || value === null || !("status" in value)) return false;
   const prototype = Object.getPrototypeOf(value);
-  const status = (value as { status?: unknown }).status;
-  return (
-    (prototype === Object.prototype || prototype === null) &&
-    Number.isInteger(status) &&
-    (status as number) >= 200 &&
-    (status as number) <= 599
+  if (prototype !== Object.prototype && prototype !== null) return false;
+  const { status } = value as { status: unknown };
+  if (isStatus(status)) return true;
+  throw new TypeError(
+    `flag-webhooks: onEvent returned a reply whose status ${JSON.stringify(String(status)).slice(0, 40)} is not a whole number from 200 to 599`,
   );
 }
 
+/** An HTTP header name (RFC 9110 token), and a value with no line break or NUL. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const BAD_VALUE = /[\r\n\0]/;
+
 function replyAnswer(reply: WebhookReply): Answer {
   const headers: Record<string, string> = { ...reply.headers };
+  for (const [name, value] of Object.entries(headers)) {
+    if (!HEADER_NAME.test(name) || BAD_VALUE.test(String(value))) {
+      throw new TypeError(
+        `flag-webhooks: onEvent returned a reply header ${JSON.stringify(name.slice(0, 40))} that cannot be sent`,
+      );
+    }
+  }
   let body: string | null = null;
   if (typeof reply.body === "string") {
     body = reply.body;

@@ -67,6 +67,7 @@ describe("durations a timer cannot wait are refused when the receiver is made (i
 
 describe("a store that never answers, in any form, is bounded by dedupe.timeout (item 7)", () => {
   const never = {
+    // biome-ignore lint/suspicious/noThenProperty: a store's own thenable is what this case is about.
     "a plain thenable": () => ({ then() {} }),
     "a Promise of another realm": () => runInNewContext("new Promise(() => {})") as Promise<ClaimResult>,
     "a native Promise": () => new Promise<ClaimResult>(() => {}),
@@ -90,6 +91,7 @@ describe("a store that never answers, in any form, is bounded by dedupe.timeout 
     const store: DedupeStore = {
       claim: () =>
         ({
+          // biome-ignore lint/suspicious/noThenProperty: a store's own thenable is what this case is about.
           then() {
             throw new Error("broken thenable");
           },

@@ -249,7 +249,7 @@ afterEach(async () => {
 });
 
 async function post(d: ReturnType<typeof delivery>, signal?: AbortSignal) {
-  const { port } = server?.address() as { port: number };
+  const { port } = (server as Server).address() as { port: number };
   const response = await fetch(`http://127.0.0.1:${port}/webhooks`, {
     method: "POST",
     body: d.body,

@@ -2,7 +2,8 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { WebhookEvent } from "../events.js";
 import { nodeBody } from "../node/body-source.js";
 import { sendAnswer } from "../node/respond.js";
-import { type Accepted, createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
+import { settleOnAnswer } from "../node/settle-on-answer.js";
+import { createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 
 declare global {
@@ -59,8 +60,11 @@ export function webhookMiddleware<
   Req extends IncomingMessage = IncomingMessage,
   Res extends ServerResponse = ServerResponse,
 >(options: ExpressWebhookOptions<Req, Res>): (req: Req, res: Res, next: (error?: unknown) => void) => Promise<void> {
+  // The route after us, or onEvent, is the handler: the claim is settled with the answer Node
+  // actually sends, once it is ended, whatever the client does meanwhile.
   const receiver = createReceiver<[Req, Res]>(options, {
-    answered: (_req, res) => (res.headersSent ? res.statusCode : undefined),
+    answered: (_req, res) => res.headersSent,
+    watch: (accepted, _req, res) => settleOnAnswer(res, accepted),
   });
 
   return async function flagWebhooksExpress(req, res, next) {
@@ -75,32 +79,8 @@ export function webhookMiddleware<
       sendAnswer(res, accepted);
       return;
     }
-    if (receiver.settles) settleOnAnswer(res, accepted);
     (req as IncomingMessage as WebhookRequest).webhookEvent = accepted.event;
     next();
-  };
-}
-
-/**
- * The route after us is the handler, and it is finished when it ends its answer (`res.end`, which
- * every Express answer goes through) or cuts it (`res.destroy`). Not on the response's `close`:
- * a client that hangs up closes it while the route still works, and releasing the claim then let
- * the sender's retry run the route a second time, concurrently (issue 15). A route that never
- * answers holds the claim until its lease runs out.
- */
-function settleOnAnswer(res: ServerResponse, accepted: Accepted): void {
-  const { end, destroy } = res;
-  res.end = function end_(this: ServerResponse, ...args: unknown[]) {
-    res.end = end;
-    res.destroy = destroy;
-    void accepted.settle(res.statusCode);
-    return (end as (...args: unknown[]) => ServerResponse).apply(this, args);
-  } as ServerResponse["end"];
-  res.destroy = function destroy_(this: ServerResponse, error?: Error) {
-    res.end = end;
-    res.destroy = destroy;
-    void accepted.settle(undefined);
-    return destroy.call(this, error);
   };
 }
 

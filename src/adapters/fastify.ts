@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { WebhookEvent } from "../events.js";
 import { nodeBody } from "../node/body-source.js";
+import { settleOnAnswer } from "../node/settle-on-answer.js";
 import { type Answer, createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 
@@ -74,7 +75,11 @@ export const webhookPlugin: FastifyPluginAsync<FastifyWebhookOptions> = Object.a
           return onEvent(event, request, reply);
         },
       },
-      { answered: (_request, reply) => (reply.sent ? reply.statusCode : undefined) },
+      {
+        answered: (_request, reply) => reply.sent,
+        // Settled with what Node sends on reply.raw, once it is ended: also for a hijacked reply.
+        watch: (accepted, _request, reply) => settleOnAnswer(reply.raw, accepted),
+      },
     );
 
     async function answerDelivery(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {

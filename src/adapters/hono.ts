@@ -76,8 +76,9 @@ export function webhookMiddleware<E extends Env = {}>(options: HonoWebhookOption
       await accepted.settle(undefined);
       throw error;
     }
-    // Hono catches what a handler throws, answers through app.onError, and keeps it on c.error.
-    await accepted.settle(c.error === undefined ? c.res.status : undefined);
+    // Hono catches what a handler throws, answers through app.onError, and keeps it on c.error; a
+    // route that returned no Response leaves the context unfinalized, and Hono answers 500.
+    await accepted.settle(c.error === undefined && c.finalized ? c.res.status : undefined);
   };
 }
 

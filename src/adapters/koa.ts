@@ -1,12 +1,16 @@
-import type { IncomingMessage } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { WebhookEvent } from "../events.js";
 import { nodeBody } from "../node/body-source.js";
-import { type Answer, createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
+import { settleOnAnswer } from "../node/settle-on-answer.js";
+import { type Accepted, type Answer, createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 
 /** The part of a Koa context the middleware uses, so Koa-style frameworks fit as well. */
 export interface KoaLikeContext {
   req: IncomingMessage;
+  res: ServerResponse;
+  /** `false` when the app writes `ctx.res` itself instead of letting Koa answer. */
+  respond?: boolean;
   request: { rawBody?: unknown; body?: unknown };
   state: Record<string, unknown>;
   status: number;
@@ -58,12 +62,22 @@ const UNPARSED = Symbol.for("unparsedBody");
 export function webhookMiddleware<Ctx extends KoaLikeContext = KoaLikeContext>(
   options: KoaWebhookOptions<Ctx>,
 ): (ctx: Ctx, next: () => Promise<unknown>) => Promise<void> {
-  const receiver = createReceiver<[Ctx]>(options, { answered: koaAnswer });
+  // Koa writes the answer after the whole chain returned: the claim is settled with what it
+  // actually sends (its own 500 for a body it cannot send included), whatever the client does.
+  const claimed = new WeakMap<ServerResponse, Accepted>();
+  const receiver = createReceiver<[Ctx]>(options, {
+    answered: (ctx) => ctx.body != null || ctx.status !== 404,
+    watch(accepted, ctx) {
+      claimed.set(ctx.res, accepted);
+      settleOnAnswer(ctx.res, accepted);
+    },
+  });
 
   return async function flagWebhooksKoa(ctx, next) {
     if (options.onEvent) {
       const answer = await receiver.handle(deliveryOf(ctx), ctx);
       if (answer && "status" in answer) write(ctx, answer);
+      settleIfUnwritten(ctx, ctx.status);
       return;
     }
     const accepted = await receiver.accept(deliveryOf(ctx), ctx);
@@ -75,16 +89,22 @@ export function webhookMiddleware<Ctx extends KoaLikeContext = KoaLikeContext>(
     try {
       await next();
     } catch (error) {
-      await accepted.settle(undefined);
+      settleIfUnwritten(ctx, undefined);
       throw error;
     }
-    await accepted.settle(ctx.status);
+    settleIfUnwritten(ctx, ctx.status);
   };
-}
 
-/** The status a handler set on `ctx`: Koa's stays 404 with no body until someone answers. */
-function koaAnswer(ctx: KoaLikeContext): number | undefined {
-  return ctx.body == null && ctx.status === 404 ? undefined : ctx.status;
+  /**
+   * Koa writes nothing when the client is gone (`ctx.writable` is false): the handler's own
+   * outcome then decides, at once, instead of the claim waiting out its lease.
+   */
+  function settleIfUnwritten(ctx: KoaLikeContext, status: number | undefined): void {
+    const socket = ctx.res.socket;
+    if (ctx.respond !== false && !ctx.res.writableEnded && socket && !socket.writable) {
+      void claimed.get(ctx.res)?.settle(status);
+    }
+  }
 }
 
 function deliveryOf(ctx: KoaLikeContext): Delivery {

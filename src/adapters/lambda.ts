@@ -163,11 +163,21 @@ function bodyOf(body: unknown, base64: boolean): Payload {
 
 /** The status of a proxy result `onEvent` built itself: a plain object with a whole statusCode. */
 function proxyResultStatus(value: unknown): number | undefined {
-  if (typeof value !== "object" || value === null || Object.getPrototypeOf(value) !== Object.prototype) {
+  if (
+    typeof value !== "object" ||
+    value === null ||
+    Object.getPrototypeOf(value) !== Object.prototype ||
+    !("statusCode" in value)
+  ) {
     return undefined;
   }
-  const { statusCode } = value as { statusCode?: unknown };
-  return Number.isInteger(statusCode) ? (statusCode as number) : undefined;
+  const { statusCode, body } = value as { statusCode: unknown; body?: unknown };
+  // API Gateway reads a three-digit string too (AWS's own blueprints send one), but a body that is
+  // not a string is its 502: such a result is a handler failure, never a 2xx that marks it done.
+  const status = typeof statusCode === "string" && /^\d{3}$/.test(statusCode) ? Number(statusCode) : statusCode;
+  return Number.isInteger(status) && (body === undefined || body === null || typeof body === "string")
+    ? (status as number)
+    : Number.NaN;
 }
 
 function toResult(answer: Answer): LambdaProxyResult {

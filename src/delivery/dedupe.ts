@@ -100,6 +100,10 @@ export class MemoryDedupeStore implements DedupeStore {
 
   claim(id: string, lease: number): ClaimResult {
     const now = this.#now();
+    // A clock that names no instant would make every entry look expired: dedupe off, silently.
+    if (typeof now !== "number" || !Number.isFinite(now)) {
+      throw new TypeError("flag-webhooks: MemoryDedupeStore's now() must return a finite number of ms");
+    }
     const held = this.#ids.get(id);
     if (held && held[1] > now) return held[0] === DONE ? "done" : "in_flight";
     this.#set(id, 1, now + lease, now);

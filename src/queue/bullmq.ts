@@ -96,7 +96,8 @@ export function enqueueTo(
   if (typeof queue?.add !== "function") {
     throw new TypeError("flag-webhooks: enqueueTo(queue) needs a BullMQ Queue");
   }
-  const timeout = options.timeout === undefined ? DEFAULT_TIMEOUT : parseDuration(options.timeout, "timeout", TIMER_MAX);
+  const timeout =
+    options.timeout === undefined ? DEFAULT_TIMEOUT : parseDuration(options.timeout, "timeout", TIMER_MAX);
   const scope = options.scope === undefined ? undefined : checkScope(options.scope, "enqueueTo");
   const { jobId: _ignored, ...job } = (options.job ?? {}) as JobsOptions;
   const jobOptions: JobsOptions = { ...DEFAULT_JOB_OPTIONS, ...queue.defaultJobOptions, ...job };

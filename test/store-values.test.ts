@@ -3,9 +3,9 @@ import { describe, expect, it } from "vitest";
 import { webhookHandler } from "../src/adapters/fetch.js";
 import { type DedupeStore, MemoryDedupeStore } from "../src/index.js";
 
-// Attack on issue 15 items 7 and 8 (fail closed): a store that answers claim() with something
+// Found by attacking issue 15 items 7 and 8 (fail closed): a store that answers claim() with something
 // that is not a ClaimResult, and a MemoryDedupeStore whose clock names no instant, silently turn
-// dedupe off today: every copy runs the handler. FAILS on the code of 832a504.
+// dedupe off before the fix: every copy runs the handler. Failed on 832a504, before the fix.
 
 const SECRET = "attack-store-secret";
 let nextId = 0;

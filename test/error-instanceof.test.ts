@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { WebhookError } from "../src/index.js";
 
-// Attack on issue 15 item 16: the static Symbol.hasInstance that narrows `err instanceof
+// Found by attacking issue 15 item 16: the static Symbol.hasInstance that narrows `err instanceof
 // WebhookError` is inherited by every subclass, so `instanceof` a subclass answers for the brand,
-// not the class. FAILS on the code of 832a504 (see the commit message).
+// not the class. Failed on 832a504, before the fix.
 
 class QueueFull extends WebhookError<"store_unavailable"> {
   constructor() {

@@ -8,9 +8,9 @@ import { webhookHandler as lambdaHandler } from "../src/adapters/lambda.js";
 import { MemoryDedupeStore } from "../src/index.js";
 import { close, listen } from "./http.js";
 
-// Attack on issue 15 item 2 ("any answer that is not 2xx must release the claim"): values that
+// Found by attacking issue 15 item 2 ("any answer that is not 2xx must release the claim"): values that
 // onEvent returns which the receiver does not recognise, or cannot write, must never turn into a
-// 2xx that marks the event handled. FAILS on the code of 832a504 (see the commit message).
+// 2xx that marks the event handled. Failed on 832a504, before the fix.
 
 const SECRET = "attack-reply-secret";
 let nextId = 0;
@@ -105,7 +105,7 @@ describe("Lambda: a proxy result API Gateway cannot read is not passed on as a 2
     const context = { awsRequestId: "r", getRemainingTimeInMillis: () => 30_000 };
     const first = await handler(event, context);
     // Either the result is made well-formed (a string body), or the delivery fails and is released:
-    // what must not happen is a 502 at API Gateway for an id already marked done (today's case).
+    // what must not happen is a 502 at API Gateway for an id already marked done (the case before the fix).
     expect(typeof first.body).toBe("string");
     const retry = await handler(event, context);
     if (first.statusCode >= 200 && first.statusCode <= 299) {

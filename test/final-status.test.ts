@@ -11,9 +11,9 @@ import { webhookMiddleware as koaMiddleware } from "../src/adapters/koa.js";
 import { MemoryDedupeStore } from "../src/index.js";
 import { close, listen } from "./http.js";
 
-// Attack on issue 15 items 1 and 2 ("counts as handled only when the handler finished and the
+// Found by attacking issue 15 items 1 and 2 ("counts as handled only when the handler finished and the
 // answer's FINAL status is 2xx"): in Express and Koa the status the receiver settles with is not
-// always the status the sender gets. FAILS on the code of 832a504 (see the commit message).
+// always the status the sender gets. Failed on 832a504, before the fix.
 
 const SECRET = "attack-final-secret";
 let nextId = 0;

@@ -7,10 +7,10 @@ import { webhookMiddleware } from "../src/adapters/hono.js";
 import { MemoryDedupeStore } from "../src/index.js";
 import { close, listen } from "./http.js";
 
-// Attack on issue 15 item 2 in Hono: a route that forgets to return its Response (Hono answers
+// Found by attacking issue 15 item 2 in Hono: a route that forgets to return its Response (Hono answers
 // 500 "Context is not finalized") is settled with the placeholder Response that reading c.res
-// creates (200), so the event is marked done although the sender got a 500. FAILS on the code of
-// 832a504 (see the commit message).
+// creates (200), so the event is marked done although the sender got a 500. Failed on
+// 832a504, before the fix.
 
 const SECRET = "attack-hono-secret";
 let nextId = 0;
