@@ -4,7 +4,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
   type LambdaContext,
   type LambdaProxyEventV2,
@@ -326,5 +326,65 @@ describe("the Lambda case table with DynamoDBDedupeStore", () => {
       expect(calls).toBe(1);
       expect(items.map((item) => item.state)).toEqual([{ S: "done" }]);
     }
+  });
+});
+
+describe("examples/lambda-dynamodb", () => {
+  const names = [
+    "AWS_ENDPOINT_URL_DYNAMODB",
+    "AWS_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "DEDUPE_TABLE",
+    "WEBHOOK_SECRET",
+  ];
+  const saved = Object.fromEntries(names.map((name) => [name, process.env[name]]));
+  afterAll(() => {
+    for (const name of names) {
+      if (saved[name] === undefined) delete process.env[name];
+      else process.env[name] = saved[name];
+    }
+  });
+
+  it("handler.ts, configured only by the environment as SAM sets it, handles a delivery once and refuses a forgery", async () => {
+    // The SDK reads the endpoint from AWS_ENDPOINT_URL_DYNAMODB: the example's code is unchanged.
+    Object.assign(process.env, {
+      AWS_ENDPOINT_URL_DYNAMODB: db.endpoint,
+      AWS_REGION: "local",
+      AWS_ACCESS_KEY_ID: "local",
+      AWS_SECRET_ACCESS_KEY: "local",
+      DEDUPE_TABLE: db.table,
+      WEBHOOK_SECRET: SECRET,
+    });
+    const { handler } = await import("../examples/lambda-dynamodb/handler.js");
+    const logged: string[] = [];
+    const log = vi.spyOn(console, "log").mockImplementation((line: string) => void logged.push(line));
+    try {
+      const id = `evt_${randomUUID()}`;
+      const body = eventBody(id);
+      expect((await handler(delivery(body), context)).statusCode).toBe(204);
+      const again = await handler(delivery(body), context);
+      expect([again.statusCode, again.headers?.["webhook-duplicate"]]).toEqual([204, "true"]);
+      const forged = await handler(lambdaEvent(body, { "service-signature": sign(`${body} `) }), context);
+      expect([forged.statusCode, errorCode(forged)]).toEqual([401, "invalid_signature"]);
+      expect(logged).toEqual([JSON.stringify({ audit: id, type: "flag.created" })]);
+      expect((await db.item(`flag-audit#${id}`))?.state).toEqual({ S: "done" });
+    } finally {
+      log.mockRestore();
+    }
+  });
+
+  it("template.yaml declares the table dedupeTable describes", () => {
+    const template = readFileSync(join(import.meta.dirname, "../examples/lambda-dynamodb/template.yaml"), "utf8");
+    const [attribute] = dedupeTable.AttributeDefinitions;
+    const [key] = dedupeTable.KeySchema;
+    expect(template).toContain(
+      `- AttributeName: ${attribute.AttributeName}\n          AttributeType: ${attribute.AttributeType}`,
+    );
+    expect(template).toContain(`- AttributeName: ${key.AttributeName}\n          KeyType: ${key.KeyType}`);
+    expect(template).toContain(`BillingMode: ${dedupeTable.BillingMode}`);
+    expect(template).toContain(
+      `TimeToLiveSpecification:\n        AttributeName: ${dedupeTable.TimeToLiveSpecification.AttributeName}\n        Enabled: true`,
+    );
   });
 });

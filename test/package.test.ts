@@ -161,6 +161,21 @@ describe("the packed package", () => {
     });
   });
 
+  it("loads the dynamodb entry, through import and require, once @aws-sdk/client-dynamodb (its optional peer) is installed", () => {
+    // Linked only here: every entry above loaded without the AWS SDK.
+    mkdirSync(join(project, "node_modules/@aws-sdk"), { recursive: true });
+    const linked = join(project, "node_modules/@aws-sdk/client-dynamodb");
+    if (!existsSync(linked)) symlinkSync(join(root, "node_modules/@aws-sdk/client-dynamodb"), linked, "dir");
+    expect(run(process.execPath, ["dynamodb.mjs"])).toEqual({
+      esm: ["DynamoDBDedupeStore", "dedupeTable"],
+      cjs: ["DynamoDBDedupeStore", "dedupeTable"],
+      noScope: "TypeError",
+      failed: true,
+      withinTimeout: true,
+      ttl: "expiresAt",
+    });
+  });
+
   it("type-checks CommonJS and ES module consumers under module Node16", () => {
     // flag-webhooks/hono's types refer to Hono's, as in a project that uses Hono (installed last,
     // so the tests above ran without it).
