@@ -15,6 +15,7 @@ export default defineConfig([
       lambda: "src/adapters/lambda.ts",
       bullmq: "src/queue/bullmq.ts",
       dynamodb: "src/dynamodb/index.ts",
+      cloudflare: "src/cloudflare/index.ts",
       testing: "src/testing/index.ts",
       emulator: "src/emulator/index.ts",
     },

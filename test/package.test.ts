@@ -176,6 +176,15 @@ describe("the packed package", () => {
     });
   });
 
+  it("loads the cloudflare entry, which needs no package, through import and require", () => {
+    const names = ["DedupeObject", "DurableObjectDedupeStore", "consumeEvents", "enqueueTo"];
+    expect(run(process.execPath, ["cloudflare.mjs"])).toEqual({
+      esm: names,
+      cjs: names,
+      scope: expect.stringMatching(/^TypeError: flag-webhooks: DurableObjectDedupeStore option "scope" must/),
+    });
+  });
+
   it("type-checks CommonJS and ES module consumers under module Node16", () => {
     // flag-webhooks/hono's types refer to Hono's, as in a project that uses Hono (installed last,
     // so the tests above ran without it).
