@@ -265,3 +265,44 @@ describe("a Worker receiving into a Queue, deduped by Durable Objects", () => {
     await expect.poll(() => seen(id), { timeout: 10_000 }).toHaveLength(1);
   });
 });
+
+describe("examples/cloudflare-worker-dedupe", () => {
+  let example: Miniflare;
+  beforeAll(async () => {
+    // As wrangler.toml binds it: the real DedupeObject, the queue produced and consumed, KV.
+    example = new Miniflare({
+      modules: true,
+      script: await bundleWorker("examples/cloudflare-worker-dedupe/worker.ts"),
+      compatibilityDate: "2024-09-23",
+      bindings: { WEBHOOK_SECRET: SECRET },
+      durableObjects: { DEDUPE: "DedupeObject" },
+      queueProducers: { FLAG_EVENTS: "flag-events" },
+      queueConsumers: { "flag-events": { maxBatchSize: 10, maxBatchTimeout: 0.05, maxRetries: 5, retryDelay: 0 } },
+      kvNamespaces: ["AUDIT"],
+    });
+    await example.ready;
+  }, 60_000);
+  afterAll(() => example?.dispose());
+
+  it("worker.ts answers 202, consumes the event into KV, answers a duplicate as one, and refuses a forgery", async () => {
+    const post = (body: string, signature = sign(body)) =>
+      example.dispatchFetch("http://worker/", { method: "POST", headers: { "service-signature": signature }, body });
+    const id = `evt_${randomUUID()}`;
+    const flag = `flag-${randomUUID().slice(0, 8)}`;
+    const body = eventBody(id, flag);
+    expect((await post(body)).status).toBe(202);
+    const kv = await example.getKVNamespace("AUDIT");
+    await expect
+      .poll(async () => JSON.parse((await kv.get(`flag:${flag}`)) ?? "null"), { timeout: 10_000 })
+      .toEqual({
+        event: id,
+        by: "dana@example.com",
+        changes: [{ path: "on", from: false, to: true }],
+      });
+    const again = await post(body);
+    expect([again.status, again.headers.get("webhook-duplicate")]).toEqual([204, "true"]);
+    const forged = await post(body, sign(`${body} `));
+    expect(forged.status).toBe(401);
+    expect((await post("{}", "zz")).status).toBe(401);
+  });
+});
