@@ -128,6 +128,22 @@ describeStoreContract(
         .toEqual([]);
     });
 
+    it("costs one request to an object per claim, completion and release: 2 per delivery, 1 per duplicate", async () => {
+      const requests = async () => (await (await mf.dispatchFetch("http://worker/object-requests")).json()) as number;
+      const counted = bridged("counted");
+      const id = `evt_${randomUUID()}`;
+      const start = await requests();
+      expect(await counted.claim(id, 10_000)).toBe("claimed");
+      await counted.complete(id, 60_000);
+      expect((await requests()) - start).toBe(2);
+      expect(await counted.claim(id, 10_000)).toBe("done");
+      expect((await requests()) - start).toBe(3);
+      const other = `evt_${randomUUID()}`;
+      expect(await counted.claim(other, 10_000)).toBe("claimed");
+      await counted.release(other);
+      expect((await requests()) - start).toBe(5);
+    });
+
     it("dedupes an id too long for a storage key under its SHA-256", async () => {
       const id = `evt_${"é".repeat(3000)}`;
       expect(await bridged("a").claim(id, 10_000)).toBe("claimed");
