@@ -189,6 +189,10 @@ describe("the packed package", () => {
     // flag-webhooks/hono's types refer to Hono's, as in a project that uses Hono (installed last,
     // so the tests above ran without it).
     symlinkSync(join(root, "node_modules/hono"), join(project, "node_modules/hono"), "dir");
+    // flag-webhooks/dynamodb's types refer to the AWS SDK's, as in a project that uses it.
+    mkdirSync(join(project, "node_modules/@aws-sdk"), { recursive: true });
+    const sdk = join(project, "node_modules/@aws-sdk/client-dynamodb");
+    if (!existsSync(sdk)) symlinkSync(join(root, "node_modules/@aws-sdk/client-dynamodb"), sdk, "dir");
     writeFileSync(
       join(project, "tsconfig.json"),
       JSON.stringify({

@@ -117,8 +117,9 @@ export class DynamoDBDedupeStore implements DedupeStore {
 
   async claim(id: string, lease: number): Promise<ClaimResult> {
     const pk = await this.#key(id);
-    // Two tries: the item that failed the condition may be released or lapse before it is read
-    // (only where the failure does not return it); a third outcome is another instance's claim.
+    // Two tries: where the failure does not return the item, the read that replaces it may find
+    // it already gone (released, or lapsed); the claim is then tried once more, and a second miss
+    // answers in_flight (the sender retries).
     for (let attempt = 1; ; attempt++) {
       const now = Date.now();
       try {
