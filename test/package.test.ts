@@ -216,7 +216,7 @@ describe("the packed package", () => {
       output = String((error as { stdout?: string }).stdout) || String(error);
     }
     expect(output).toBe("");
-  });
+  }, 120_000); // a cold tsc over the packed types with libraries checked: tens of seconds on a loaded machine
 
   it("type-checks a Fastify consumer, CommonJS and ES module, under module Node16", () => {
     const linked = join(project, "node_modules/fastify");
@@ -247,5 +247,5 @@ describe("the packed package", () => {
       output = String((error as { stdout?: string }).stdout) || String(error);
     }
     expect(output).toBe("");
-  });
+  }, 120_000); // a cold tsc over the packed types with libraries checked: tens of seconds on a loaded machine
 });
