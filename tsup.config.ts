@@ -14,6 +14,8 @@ export default defineConfig([
       hono: "src/adapters/hono.ts",
       lambda: "src/adapters/lambda.ts",
       bullmq: "src/queue/bullmq.ts",
+      dynamodb: "src/dynamodb/index.ts",
+      cloudflare: "src/cloudflare/index.ts",
       testing: "src/testing/index.ts",
       emulator: "src/emulator/index.ts",
     },

@@ -13,6 +13,8 @@ export default defineConfig({
       { find: /^flag-webhooks\/emulator$/, replacement: src("emulator/index.ts") },
       { find: /^flag-webhooks\/(express|koa|fetch|fastify|hono|lambda)$/, replacement: src("adapters/$1.ts") },
       { find: /^flag-webhooks\/bullmq$/, replacement: src("queue/bullmq.ts") },
+      { find: /^flag-webhooks\/dynamodb$/, replacement: src("dynamodb/index.ts") },
+      { find: /^flag-webhooks\/cloudflare$/, replacement: src("cloudflare/index.ts") },
     ],
   },
   test: {

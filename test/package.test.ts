@@ -160,6 +160,30 @@ describe("the packed package", () => {
       instanceofRequire: true,
     });
   });
+
+  it("loads the dynamodb entry, through import and require, once @aws-sdk/client-dynamodb (its optional peer) is installed", () => {
+    // Linked only here: every entry above loaded without the AWS SDK.
+    mkdirSync(join(project, "node_modules/@aws-sdk"), { recursive: true });
+    const linked = join(project, "node_modules/@aws-sdk/client-dynamodb");
+    if (!existsSync(linked)) symlinkSync(join(root, "node_modules/@aws-sdk/client-dynamodb"), linked, "dir");
+    expect(run(process.execPath, ["dynamodb.mjs"])).toEqual({
+      esm: ["DynamoDBDedupeStore", "dedupeTable"],
+      cjs: ["DynamoDBDedupeStore", "dedupeTable"],
+      noScope: "TypeError",
+      failed: true,
+      withinTimeout: true,
+      ttl: "expiresAt",
+    });
+  });
+
+  it("loads the cloudflare entry, which needs no package, through import and require", () => {
+    const names = ["DedupeObject", "DurableObjectDedupeStore", "consumeEvents", "enqueueTo"];
+    expect(run(process.execPath, ["cloudflare.mjs"])).toEqual({
+      esm: names,
+      cjs: names,
+      scope: expect.stringMatching(/^TypeError: flag-webhooks: option "scope" of DurableObjectDedupeStore must/),
+    });
+  });
 });
 
 // The consumer type checks, on every TypeScript a user may have: 5.9 (the last 5.x), 6 (the root
@@ -198,6 +222,9 @@ function typecheck(tsc: string, resolution: string): string {
   // uses them (linked only now, so the runtime tests above ran without them).
   linkPeer("hono");
   linkPeer("fastify");
+  // flag-webhooks/dynamodb's types refer to the AWS SDK's, as in a project that uses it.
+  mkdirSync(join(project, "node_modules/@aws-sdk"), { recursive: true });
+  linkPeer("@aws-sdk/client-dynamodb");
   const config = `tsconfig.${resolution}.json`;
   writeFileSync(
     join(project, config),

@@ -16,6 +16,8 @@ const entries = [
   "src/adapters/hono.ts",
   "src/adapters/lambda.ts",
   "src/queue/bullmq.ts",
+  "src/dynamodb/index.ts",
+  "src/cloudflare/index.ts",
 ];
 
 /** Names an entry exports, values and types, read from its source. */

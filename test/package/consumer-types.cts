@@ -31,3 +31,8 @@ export type State = WebhookState;
 import { createEmulator, type Delivery } from "flag-webhooks/emulator";
 
 export const deliveries: Promise<Delivery[]> = createEmulator().then((emulator) => emulator.deliveries());
+
+import { consumeEvents, type DedupeObject } from "flag-webhooks/cloudflare";
+
+export const queueHandler = consumeEvents({ onEvent: (event) => event.type });
+export type ObjectClass = typeof DedupeObject;

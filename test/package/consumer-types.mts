@@ -23,3 +23,21 @@ export const app = new Hono().post("/webhooks", honoMiddleware({ secret: "s" }),
   c.text(c.var.webhookEvent.type),
 );
 export const lambda = lambdaHandler({ secret: "s", onEvent: (event, lambdaEvent) => void [event.id, lambdaEvent] });
+
+// The serverless stores: the AWS SDK's client as the user has it, and the Workers bindings typed
+// structurally (no @cloudflare/workers-types needed to compile).
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import {
+  consumeEvents,
+  type DedupeNamespace,
+  DurableObjectDedupeStore,
+  type EventQueue,
+  enqueueTo,
+} from "flag-webhooks/cloudflare";
+import { DynamoDBDedupeStore, dedupeTable } from "flag-webhooks/dynamodb";
+
+export const dynamo = new DynamoDBDedupeStore(new DynamoDBClient({}), { table: "dedupe", scope: "app" });
+export const ttlAttribute: "expiresAt" = dedupeTable.TimeToLiveSpecification.AttributeName;
+export const objects = (namespace: DedupeNamespace) => new DurableObjectDedupeStore(namespace, { scope: "app" });
+export const handOff = (queue: EventQueue) => enqueueTo(queue, { timeout: "2s" });
+export const consumer = consumeEvents({ onEvent: (event) => event.id });

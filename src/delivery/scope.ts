@@ -1,0 +1,20 @@
+// The `scope` of a shared dedupe store (one convention across Redis, Postgres, DynamoDB
+// and Durable Objects): it keeps endpoints that share one backend apart.
+
+/** Checks a shared store's `scope` when the store is made; throws a TypeError naming the option. */
+export { checkScope } from "./dedupe.js";
+
+const encoder = new TextEncoder();
+
+/**
+ * The key of an event id under a scope: `scope#id`, the id as it is while the key stays within
+ * `maxBytes` of UTF-8 (a scope holds no `#`, so two pairs never meet); past it, `scope##` and the
+ * id's SHA-256 in hex, so an id of any length fits a backend's key limit.
+ */
+export async function scopedKey(scope: string, id: string, maxBytes: number): Promise<string> {
+  const key = `${scope}#${id}`;
+  // A UTF-8 byte is at least a UTF-16 unit, at most three: measure only when it could be too long.
+  if (key.length * 3 <= maxBytes || encoder.encode(key).byteLength <= maxBytes) return key;
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(id)));
+  return `${scope}##${Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("")}`;
+}
