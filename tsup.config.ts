@@ -14,6 +14,7 @@ export default defineConfig([
       hono: "src/adapters/hono.ts",
       lambda: "src/adapters/lambda.ts",
       bullmq: "src/queue/bullmq.ts",
+      postgres: "src/postgres/inbox.ts",
       testing: "src/testing/index.ts",
       emulator: "src/emulator/index.ts",
     },

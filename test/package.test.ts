@@ -161,6 +161,20 @@ describe("the packed package", () => {
     });
   });
 
+  it("loads the postgres entry, through import and require, with neither pg nor postgres installed", () => {
+    // The entry recognises a client by its shape and imports no Postgres package.
+    expect(existsSync(join(project, "node_modules/pg"))).toBe(false);
+    expect(existsSync(join(project, "node_modules/postgres"))).toBe(false);
+    expect(run(process.execPath, ["postgres.mjs"])).toEqual({
+      esm: ["PostgresInbox"],
+      cjs: ["PostgresInbox"],
+      code: "store_unavailable",
+      status: 503,
+      instanceofRequire: true,
+      scopeError: "TypeError",
+    });
+  });
+
   it("type-checks CommonJS and ES module consumers under module Node16", () => {
     // flag-webhooks/hono's types refer to Hono's, as in a project that uses Hono (installed last,
     // so the tests above ran without it).

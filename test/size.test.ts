@@ -13,6 +13,8 @@ const dist = resolve(import.meta.dirname, "../dist");
 const VERIFY_BUDGET = 3072;
 const CORE_BUDGET = 4096;
 const ADAPTER_BUDGET = 1536;
+// The Postgres inbox (server-side, opt-in): its SQL, four kinds of client, the transaction logic.
+const POSTGRES_BUDGET = 3584;
 
 async function gzippedSize(entry: string, only?: string, external: string[] = []): Promise<number> {
   const file = resolve(dist, `${entry}.js`);
@@ -63,5 +65,13 @@ describe("bundle size", () => {
     const size = await gzippedSize("bullmq", undefined, ["bullmq"]);
     console.log(`bullmq: ${size} B gzipped with what it takes from the core (budget ${ADAPTER_BUDGET})`);
     expect(size).toBeLessThanOrEqual(ADAPTER_BUDGET);
+  });
+
+  // The Postgres inbox, like the queue entry, takes only WebhookError and a duration parser from
+  // the core, and imports no Postgres client: measured on its own.
+  it(`keeps the postgres entry within ${POSTGRES_BUDGET} bytes`, async () => {
+    const size = await gzippedSize("postgres");
+    console.log(`postgres: ${size} B gzipped with what it takes from the core (budget ${POSTGRES_BUDGET})`);
+    expect(size).toBeLessThanOrEqual(POSTGRES_BUDGET);
   });
 });
