@@ -1,3 +1,4 @@
+import { type ChildProcess, spawn } from "node:child_process";
 import { createHmac, randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
@@ -584,4 +585,129 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() with each client", (
     await onEvent({ id: "m-1" } as WebhookEvent);
     expect((await admin.query("select id from app.inbox")).rows).toEqual([{ id: "m-1" }]);
   });
+});
+
+describe.skipIf(skip !== undefined)("PostgresInbox round trips, counted on the real clients", () => {
+  beforeAll(database);
+
+  /** A pg Client that counts its statements: pg sends one at a time, so one each is one round trip. */
+  let statements = 0;
+  class CountingClient extends pg.Client {
+    override query(...args: unknown[]): never {
+      statements++;
+      return (super.query as (...a: unknown[]) => never)(...args);
+    }
+  }
+
+  async function count(run: () => Promise<unknown>): Promise<number> {
+    const before = statements;
+    await run();
+    return statements - before;
+  }
+
+  it("pg Pool: a new delivery costs 4 round trips besides the handler's; a duplicate costs 1", async () => {
+    const pool = new pg.Pool({ connectionString: server?.url, Client: CountingClient });
+    pools.push(pool);
+    const inbox = new PostgresInbox(pool, { scope: "round-trips-pg" });
+    const onEvent = inbox.handle(async (event, tx) => {
+      await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+    });
+    await onEvent({ id: "warm-up" } as WebhookEvent); // the pool's first connection
+    const id = `evt_${randomUUID()}`;
+    // check, begin, insert the id, [the handler's one insert], commit
+    expect(await count(() => onEvent({ id } as WebhookEvent))).toBe(4 + 1);
+    expect(await count(() => onEvent({ id } as WebhookEvent))).toBe(1);
+    // As a DedupeStore: claim and complete, 1 each; a duplicate's claim, 1.
+    expect(await count(() => inbox.claim(`claim-${id}`, 1000))).toBe(1);
+    expect(await count(() => inbox.complete(`claim-${id}`, 1000))).toBe(1);
+    expect(await count(() => inbox.claim(`claim-${id}`, 1000))).toBe(1);
+  });
+
+  it("postgres.js: the same, 4 and 1 (counted by its debug hook)", async () => {
+    let sent = 0;
+    const sql = postgres(server?.url as string, { max: 2, onnotice: () => {}, debug: () => void sent++ });
+    pools.push(sql);
+    const inbox = new PostgresInbox(sql, { scope: "round-trips-js" });
+    const onEvent = inbox.handle(async (event, tx) => {
+      await tx`insert into effects (event_id) values (${event.id})`;
+    });
+    await onEvent({ id: "warm-up" } as WebhookEvent);
+    const id = `evt_${randomUUID()}`;
+    let before = sent;
+    await onEvent({ id } as WebhookEvent);
+    expect(sent - before).toBe(4 + 1);
+    before = sent;
+    expect(await onEvent({ id } as WebhookEvent)).toMatchObject({ status: 204 });
+    expect(sent - before).toBe(1);
+  });
+
+  it("an InboxClient (Kysely recipe): 5 and 1 (one more statement, to see a swallowed error before COMMIT)", async () => {
+    const pool = new pg.Pool({ connectionString: server?.url, Client: CountingClient });
+    pools.push(pool);
+    const inbox = new PostgresInbox(kyselyInbox(pool).client, { scope: "round-trips-kysely" });
+    const onEvent = inbox.handle(async (event, tx) => {
+      await tx.insertInto("effects").values({ event_id: event.id, note: null }).execute();
+    });
+    await onEvent({ id: "warm-up" } as WebhookEvent);
+    const id = `evt_${randomUUID()}`;
+    expect(await count(() => onEvent({ id } as WebhookEvent))).toBe(5 + 1);
+    expect(await count(() => onEvent({ id } as WebhookEvent))).toBe(1);
+  });
+});
+
+describe.skipIf(skip !== undefined)("examples/postgres/server.ts, run as its README says", () => {
+  let child: ChildProcess | undefined;
+  afterAll(() => {
+    if (child && child.exitCode === null && child.signalCode === null) process.kill(child.pid as number, "SIGKILL");
+  });
+
+  it("writes each event's audit row once, answers a duplicate 204, refuses a forged delivery", async () => {
+    const { url } = await database();
+    const started = spawn(process.execPath, ["--import", "tsx", "examples/postgres/server.ts"], {
+      cwd: join(import.meta.dirname, ".."),
+      env: {
+        ...process.env,
+        TSX_TSCONFIG_PATH: "tsconfig.test.json",
+        DATABASE_URL: url,
+        WEBHOOK_SECRET: SECRET,
+        PORT: "0",
+      },
+      stdio: "pipe",
+    });
+    child = started;
+    let output = "";
+    started.stdout?.on("data", (chunk: Buffer) => {
+      output += chunk;
+    });
+    started.stderr?.on("data", (chunk: Buffer) => {
+      output += chunk;
+    });
+    const port = await new Promise<string>((resolve, reject) => {
+      const timer = setInterval(() => {
+        const match = output.match(/listening on http:\/\/127\.0\.0\.1:(\d+)\/webhooks/);
+        if (match) {
+          clearInterval(timer);
+          resolve(match[1] as string);
+        }
+      }, 50);
+      started.once("exit", (code) => {
+        clearInterval(timer);
+        reject(new Error(`the example exited with ${code}:\n${output}`));
+      });
+    });
+    const id = `evt_${randomUUID()}`;
+    const text = body(id);
+    const send = (signature: string) =>
+      fetch(`http://127.0.0.1:${port}/webhooks`, {
+        method: "POST",
+        headers: { "service-signature": signature },
+        body: text,
+      });
+    expect((await send(sign(text))).status).toBe(204);
+    const again = await send(sign(text));
+    expect([again.status, again.headers.get("webhook-duplicate")]).toEqual([204, "true"]);
+    expect((await send("0".repeat(64))).status).toBe(401);
+    const rows = await admin.query("select type, flag from audit where event_id = $1", [id]);
+    expect(rows.rows).toEqual([{ type: "flag.updated", flag: "new-checkout" }]);
+  }, 40_000);
 });
