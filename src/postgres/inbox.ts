@@ -55,6 +55,8 @@ interface PgPoolShape {
 /** A `pg` Client (or a client lent by a Pool), by its shape. */
 interface PgClientShape {
   query(text: string, values?: unknown[]): Promise<{ rows: InboxRow[]; command?: string }>;
+  on?(event: "error", listener: (error: unknown) => void): unknown;
+  off?(event: "error", listener: (error: unknown) => void): unknown;
 }
 /** A postgres.js `sql`, by its shape. */
 interface PostgresJsShape {
@@ -472,7 +474,15 @@ async function pgTransaction<T>(
   try {
     value = (await body(client, query)) as T;
   } catch (error) {
-    await own("rollback").catch(() => {});
+    let rolledBack = true;
+    await own("rollback").catch(() => {
+      rolledBack = false;
+    });
+    // The connection failed under the handler (Postgres went away): the store's failure, not the
+    // handler's, and Postgres rolls back on its side.
+    if (!rolledBack && error instanceof Rollback && error.reason === "threw") {
+      throw new Error("the connection to Postgres failed during the transaction", { cause: error.value });
+    }
     throw error;
   }
   const commit = await own("commit");
@@ -502,13 +512,20 @@ function pgPool(pool: PgPoolShape): Driver {
       }
       signal.addEventListener("abort", abort, { once: true });
       let broken = false;
+      // A lent client whose server goes away between statements (Postgres restarted while the
+      // handler awaits something else) emits "error", which the Pool listens for only on idle
+      // clients: unheard, it would crash the process. Heard here, the client is dropped.
+      const onError = () => {
+        broken = true;
+      };
+      client.on?.("error", onError);
       try {
-        return await pgTransaction(client, body, () => {
-          broken = true;
-        });
+        return await pgTransaction(client, body, onError);
       } finally {
         signal.removeEventListener("abort", abort);
         release(broken);
+        // A dropped client keeps the listener: it may still report its socket's end.
+        if (!broken) client.off?.("error", onError);
       }
     },
   };
