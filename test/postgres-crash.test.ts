@@ -236,7 +236,7 @@ describe.skipIf(!availability.available)("PostgresInbox through crashes (real Po
       );
       servers.push(await listen(createHttpServer(app)));
     }
-    const portOf = (i: number) => () => (servers[i]?.address() as { port: number }).port;
+    const portOf = (i: number) => () => ((servers[i] as Server).address() as { port: number }).port;
     try {
       const ids = Array.from({ length: 120 }, () => `evt_${randomUUID()}`);
       const tally: Tally = { statuses: new Map(), broken: 0 };
