@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createHmac, randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
+import { createServer as createNetServer } from "node:net";
 import { join } from "node:path";
 import { createAdaptorServer } from "@hono/node-server";
 import { sql as drizzleSql, type SQL } from "drizzle-orm";
@@ -139,6 +140,10 @@ describe("PostgresInbox options", () => {
     }
     expect(() => new PostgresInbox({} as never, { scope: "s" })).toThrow(/pg Pool or Client, a postgres.js sql/);
     expect(() => new PostgresInbox(pool, { scope: "s", retention: "soon" })).toThrow(/retention/);
+    // A copy in flight must get its 409 before the inbox gives up on Postgres with a 503.
+    expect(() => new PostgresInbox(pool, { scope: "s", lockTimeout: "5s", timeout: "5s" })).toThrow(
+      /"lockTimeout" must be shorter than "timeout"/,
+    );
   });
 });
 
@@ -376,7 +381,7 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() through every adapte
     async (adapter) => {
       const down = new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:1/postgres" });
       pools.push(down);
-      const inbox = new PostgresInbox(down, { scope: "down", timeout: 1000 });
+      const inbox = new PostgresInbox(down, { scope: "down", lockTimeout: 500, timeout: 1000 });
       let ran = false;
       const send = await receiver(
         adapter,
@@ -393,6 +398,57 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() through every adapte
       expect(ran).toBe(false);
     },
   );
+});
+
+describe.skipIf(skip !== undefined)("PostgresInbox when Postgres is slower than the timeout", () => {
+  beforeAll(database);
+
+  it("a server that accepts and never answers: 503 store_unavailable within about timeout, handler not run", async () => {
+    const sockets: import("node:net").Socket[] = [];
+    const blackhole = createNetServer((socket) => {
+      socket.on("error", () => {});
+      sockets.push(socket);
+    });
+    await new Promise<void>((resolve) => blackhole.listen(0, "127.0.0.1", resolve));
+    const { port } = blackhole.address() as { port: number };
+    const hung = new pg.Pool({ connectionString: `postgres://postgres@127.0.0.1:${port}/postgres` });
+    hung.on("error", () => {});
+    let ran = false;
+    const inbox = new PostgresInbox(hung, { scope: "hung", lockTimeout: 100, timeout: 400 });
+    const send = await receiver(
+      "Express",
+      inbox.handle(() => {
+        ran = true;
+      }),
+    );
+    const started = performance.now();
+    const answer = await send(body(`evt_${randomUUID()}`));
+    expect([answer.status, answer.json?.error?.code]).toEqual([503, "store_unavailable"]);
+    expect(performance.now() - started).toBeLessThan(3000);
+    expect(ran).toBe(false);
+    for (const socket of sockets) socket.destroy();
+    blackhole.close();
+    await hung.end().catch(() => {});
+  });
+
+  it("a handler statement slower than timeout is cancelled by statement_timeout: 503, rolled back, retry runs it", async () => {
+    const inbox = new PostgresInbox(pgPool(), { scope: "slow", lockTimeout: 100, timeout: 300 });
+    let slow = true;
+    const send = await receiver(
+      "Express",
+      inbox.handle(async (event, tx: pg.PoolClient) => {
+        await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+        if (slow) await tx.query("select pg_sleep(2)");
+      }),
+    );
+    const id = `evt_${randomUUID()}`;
+    const answer = await send(body(id));
+    expect([answer.status, answer.json?.error?.code]).toEqual([503, "store_unavailable"]);
+    expect(await effects(id)).toBe(0);
+    slow = false;
+    expect((await send(body(id))).status).toBe(204);
+    expect(await effects(id)).toBe(1);
+  });
 });
 
 // ---------------------------------------------------------------------------------------------

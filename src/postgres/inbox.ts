@@ -67,6 +67,12 @@ interface PostgresJsShape {
 /**
  * What the handler gets as `tx` for a client: a `pg` Pool lends a `PoolClient`, a `pg` Client is
  * its own transaction, postgres.js gives its `TransactionSql`, an {@link InboxClient} its `Tx`.
+ *
+ * @example
+ * ```ts
+ * type Tx = InboxTransaction<pg.Pool>; // pg.PoolClient
+ * const router = createRouter<[tx: InboxTransaction<typeof sql>]>(); // postgres.TransactionSql
+ * ```
  */
 export type InboxTransaction<Client> = Client extends {
   totalCount: number;
@@ -117,7 +123,16 @@ export interface PostgresInboxOptions {
   timeout?: number | string;
 }
 
-/** What `handle(fn)` runs: the event, the transaction, then what the adapter passes. */
+/**
+ * What `handle(fn)` runs: the event, the transaction, then what the adapter passes.
+ *
+ * @example
+ * ```ts
+ * const audit: InboxHandler<pg.PoolClient, []> = async (event, tx) => {
+ *   await tx.query("insert into audit (event_id) values ($1)", [event.id]);
+ * };
+ * ```
+ */
 export type InboxHandler<Tx, Context extends unknown[]> = (event: WebhookEvent, tx: Tx, ...context: Context) => unknown;
 
 /** The inbox's view of a client: statements outside a transaction, and transactions. */
@@ -204,6 +219,9 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
     this.#retention = parseDuration(options.retention ?? "30d", "retention");
     this.#lockTimeout = parseDuration(options.lockTimeout ?? "2s", "lockTimeout");
     this.#timeout = parseDuration(options.timeout ?? "5s", "timeout");
+    if (this.#lockTimeout >= this.#timeout) {
+      throw new TypeError('flag-webhooks: option "lockTimeout" must be shorter than "timeout"');
+    }
   }
 
   /**
@@ -297,6 +315,8 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
             );
             // Another transaction committed this id while we waited for it.
             if (rows.length === 0) throw new Rollback("taken");
+            // Answered 503 already (the client was slower than timeout): the handler must not run.
+            if (controller.signal.aborted) throw new Error("timed out before the handler");
             disarm();
             let value: unknown;
             try {
@@ -315,7 +335,9 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
         ]);
       } catch (error) {
         if (error instanceof Rollback) {
-          if (error.reason === "threw") throw error.value;
+          // A handler's statement that Postgres cancelled (statement_timeout) or lost its
+          // connection: the store failed, not the handler.
+          if (error.reason === "threw") throw storeFailure(error.value) ? unavailable(error.value) : error.value;
           if (error.reason === "replied") return error.value;
           return (await this.#state(id)) === "done" ? DUPLICATE : Promise.reject(inProgress(id));
         }
@@ -426,6 +448,16 @@ function failed(value: unknown): boolean {
   const { status, statusCode } = value as { status?: unknown; statusCode?: unknown };
   const code = typeof status === "number" ? status : statusCode;
   return typeof code === "number" && (code < 200 || code > 299);
+}
+
+/**
+ * A Postgres error that is the server's or the connection's, not the statement's: query_canceled
+ * (statement_timeout), the connection exceptions (08…), operator intervention (57P…), too many
+ * connections.
+ */
+function storeFailure(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (code === "57014" || code === "53300" || /^(08|57P)/.test(code));
 }
 
 function inProgress(id: string): WebhookError {
