@@ -152,7 +152,11 @@ interface Driver {
 
 const SCOPE = /^[A-Za-z0-9._-]{1,100}$/;
 const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
-const DUPLICATE: WebhookReply = { status: 204, headers: { "webhook-duplicate": "true" } };
+/**
+ * The answer to a copy of a committed event, as the receiver's own duplicate answer
+ * (DUPLICATE_HEADER, spelt out: importing the receiver would bring it into this entry's bundle).
+ */
+const duplicate = (): WebhookReply => ({ status: 204, headers: { "webhook-duplicate": "true" } });
 const PRUNE_BATCH = 10_000;
 
 /** Thrown inside a transaction to roll it back, carrying why. */
@@ -267,7 +271,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
    * @example
    * ```ts
    * const router = createRouter<[tx: pg.PoolClient]>().on("flag.updated", async (event, tx) => {
-   *   await tx.query("insert into audit (event_id, flag) values ($1, $2)", [event.id, event.data.flag.key]);
+   *   await tx.query("insert into audit (event_id, flag) values ($1, $2)", [event.id, event.data.flag]);
    * });
    * app.post("/webhooks", webhookMiddleware({ secret, onEvent: inbox.handle(router) }));
    * ```
@@ -281,7 +285,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
       // The duplicate's one round trip: a committed, unexpired id. An id in an open transaction is
       // invisible here; the insert below waits for it.
       const state = await this.#state(id);
-      if (state === "done") return DUPLICATE;
+      if (state === "done") return duplicate();
       if (state === "claimed") throw inProgress(id);
 
       const controller = new AbortController();
@@ -339,7 +343,8 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
           // connection: the store failed, not the handler.
           if (error.reason === "threw") throw storeFailure(error.value) ? unavailable(error.value) : error.value;
           if (error.reason === "replied") return error.value;
-          return (await this.#state(id)) === "done" ? DUPLICATE : Promise.reject(inProgress(id));
+          if ((await this.#state(id)) === "done") return duplicate();
+          throw inProgress(id);
         }
         if ((error as { code?: unknown } | null)?.code === "55P03") throw inProgress(id);
         throw unavailable(error);
@@ -536,14 +541,17 @@ function pgPool(pool: PgPoolShape): Driver {
         released = true;
         client.release(destroy);
       };
+      let broken = false;
       // Past the timeout, drop the connection: Postgres rolls back what it held.
-      const abort = () => release(true);
+      const abort = () => {
+        broken = true;
+        release(true);
+      };
       if (signal.aborted) {
         abort();
         throw new Error("aborted: Postgres did not answer in time");
       }
       signal.addEventListener("abort", abort, { once: true });
-      let broken = false;
       // A lent client whose server goes away between statements (Postgres restarted while the
       // handler awaits something else) emits "error", which the Pool listens for only on idle
       // clients: unheard, it would crash the process. Heard here, the client is dropped.
