@@ -31,3 +31,8 @@ export type State = WebhookState;
 import { createEmulator, type Delivery } from "flag-webhooks/emulator";
 
 export const deliveries: Promise<Delivery[]> = createEmulator().then((emulator) => emulator.deliveries());
+
+import { type InboxClient, PostgresInbox } from "flag-webhooks/postgres";
+
+declare const own: InboxClient<{ run(text: string): Promise<void> }>;
+export const onEvent = new PostgresInbox(own, { scope: "consumer" }).handle((event, tx) => tx.run(event.id));

@@ -23,3 +23,14 @@ export const app = new Hono().post("/webhooks", honoMiddleware({ secret: "s" }),
   c.text(c.var.webhookEvent.type),
 );
 export const lambda = lambdaHandler({ secret: "s", onEvent: (event, lambdaEvent) => void [event.id, lambdaEvent] });
+
+// flag-webhooks/postgres with no Postgres client installed: its types name none, so an
+// InboxClient of the consumer's own types checks without pg or postgres.
+import { type InboxClient, PostgresInbox } from "flag-webhooks/postgres";
+
+interface OwnTx {
+  run(text: string): Promise<void>;
+}
+declare const own: InboxClient<OwnTx>;
+export const inbox = new PostgresInbox(own, { scope: "consumer" });
+export const onEvent = inbox.handle(async (event, tx) => tx.run(`-- ${event.id}`));
