@@ -16,6 +16,7 @@ export default defineConfig([
       bullmq: "src/queue/bullmq.ts",
       dynamodb: "src/dynamodb/index.ts",
       cloudflare: "src/cloudflare/index.ts",
+      postgres: "src/postgres/inbox.ts",
       testing: "src/testing/index.ts",
       emulator: "src/emulator/index.ts",
     },

@@ -15,6 +15,7 @@ export default defineConfig({
       { find: /^flag-webhooks\/bullmq$/, replacement: src("queue/bullmq.ts") },
       { find: /^flag-webhooks\/dynamodb$/, replacement: src("dynamodb/index.ts") },
       { find: /^flag-webhooks\/cloudflare$/, replacement: src("cloudflare/index.ts") },
+      { find: /^flag-webhooks\/postgres$/, replacement: src("postgres/inbox.ts") },
     ],
   },
   test: {

@@ -1,7 +1,7 @@
 // One receiver per process for bench/options.mjs: flag-webhooks/express on a plain node:http
 // server with onEvent, and one option switched on (or none: the baseline). Started with
 // child_process.fork as `node options-servers.mjs <case>`; Redis cases connect to
-// BENCH_REDIS_URL. Reports its port over IPC; answers "stats" with its CPU time, how many
+// BENCH_REDIS_URL, Postgres cases to BENCH_DATABASE_URL (and count their statements). Reports its port over IPC; answers "stats" with its CPU time, how many
 // deliveries it verified and how many events its handler ran; exits when told to, when the parent goes away, or after a hard limit.
 import { createServer } from "node:http";
 import { distUrl, SECRET } from "./lib.mjs";
@@ -22,6 +22,25 @@ async function nodeRedis() {
   const client = createClient({ url: process.env.BENCH_REDIS_URL });
   await client.connect();
   return client;
+}
+
+/** A pg Pool on BENCH_DATABASE_URL whose clients count their statements (one round trip each). */
+let statements = 0;
+async function pgPool() {
+  const { default: pg } = await import("pg");
+  class CountingClient extends pg.Client {
+    query(...args) {
+      statements++;
+      return super.query(...args);
+    }
+  }
+  const pool = new pg.Pool({ connectionString: process.env.BENCH_DATABASE_URL, max: 10, Client: CountingClient });
+  pool.on("error", () => {});
+  return pool;
+}
+async function postgresInbox(scope) {
+  const { PostgresInbox } = await import(distUrl("postgres.js"));
+  return new PostgresInbox(await pgPool(), { scope });
 }
 
 const TTL = "1h";
@@ -49,6 +68,11 @@ const CASES = {
   "redis-duplicate": async () => ({
     dedupe: { store: new RedisDedupeStore(await ioredis(), { scope: "bench" }), ttl: TTL },
   }),
+  // The transactional inbox: onEvent runs inside the inbox's transaction (the handler writes nothing).
+  "postgres-inbox": async () => ({ inbox: await postgresInbox(`bench-${process.pid}`) }),
+  "postgres-duplicate": async () => ({ inbox: await postgresInbox(`bench-${process.pid}`) }),
+  // The inbox as a lease-based DedupeStore, as RedisDedupeStore.
+  "postgres-store": async () => ({ dedupe: { store: await postgresInbox(`bench-${process.pid}`), ttl: TTL } }),
 };
 
 const name = process.argv[2];
@@ -61,17 +85,19 @@ let handled = 0;
 // Every verified delivery makes its dedupe calls, even one whose connection the load generator
 // closed when it stopped: the per-request figures divide by this count.
 let verified = 0;
+const { inbox, ...option } = await CASES[name]();
+function onEvent(event) {
+  if (event.type !== "flag.updated") throw new Error("unexpected event");
+  handled++;
+}
 const middleware = webhookMiddleware({
   secret: SECRET,
   limit: LIMIT,
-  ...(await CASES[name]()),
+  ...option,
   onVerified() {
     verified++;
   },
-  onEvent(event) {
-    if (event.type !== "flag.updated") throw new Error("unexpected event");
-    handled++;
-  },
+  onEvent: inbox ? inbox.handle(onEvent) : onEvent,
   onError(error) {
     console.error(`options-servers ${name}:`, error);
   },
@@ -89,7 +115,7 @@ const HARD_LIMIT_MS = Number(process.env.BENCH_SERVER_MAX_MS) || 10 * 60 * 1000;
 setTimeout(() => process.exit(0), HARD_LIMIT_MS).unref();
 process.on("message", (message) => {
   if (message === "stop") process.exit(0);
-  if (message === "stats") process.send({ stats: { cpu: process.cpuUsage(), handled, verified } });
+  if (message === "stats") process.send({ stats: { cpu: process.cpuUsage(), handled, verified, statements } });
 });
 process.on("disconnect", () => process.exit(0));
 process.on("SIGTERM", () => process.exit(0));

@@ -3,7 +3,10 @@
 // RedisDedupeStore (ioredis, node-redis) on a redis-server this script starts on loopback and
 // stops by pid. Every request carries a new event id (a new body, signed per request), so the
 // dedupe cases measure the successful path: claim, handler, mark done; the "duplicate" cases send
-// one id over and over. Redis round trips per response are counted with INFO commandstats.
+// one id over and over. Redis round trips per response are counted with INFO commandstats. The
+// Postgres cases (flag-webhooks/postgres: the inbox's handle(), its duplicate, and the inbox as a
+// DedupeStore) run on a PostgreSQL started here through the tests' launcher (loaded with tsx),
+// their round trips counted as the statements the receiver's pg clients send.
 //
 //   node bench/options.mjs                  # ~3 min
 //   BENCH_QUICK=1 node bench/options.mjs    # smoke run
@@ -55,6 +58,23 @@ const ALL_CASES = [
     duplicate: true,
     redis: 1,
   },
+  // flag-webhooks/postgres on a PostgreSQL this script starts (test/support/postgres-server.ts).
+  {
+    id: "postgres-inbox",
+    name: "`PostgresInbox.handle()` (pg Pool), new id each request, the handler in its transaction",
+    postgres: 4,
+  },
+  {
+    id: "postgres-duplicate",
+    name: "`PostgresInbox.handle()` (pg Pool), the same id each request",
+    duplicate: true,
+    postgres: 1,
+  },
+  {
+    id: "postgres-store",
+    name: "`dedupe` on `PostgresInbox` as a `DedupeStore` (pg Pool), new id each request",
+    postgres: 2,
+  },
 ];
 const only = process.env.BENCH_OPTIONS_CASES?.split(",").map((id) => id.trim());
 if (only?.some((id) => !ALL_CASES.some((c) => c.id === id))) {
@@ -98,8 +118,10 @@ function signedRequest(duplicate) {
 
 let redis;
 let redisDir;
+let postgres;
 function killAll() {
   killServers();
+  postgres?.stop(true).catch(() => {});
   if (redis && redis.exitCode === null && redis.signalCode === null) {
     redis.stdout.destroy();
     process.kill(redis.pid, "SIGTERM");
@@ -147,6 +169,30 @@ if (CASES.some((c) => c.redis)) {
   inspector = new Redis(redisUrl);
 }
 
+// ------------------------------------------------------------------------------ postgresql
+
+let databaseUrl;
+if (CASES.some((c) => c.postgres)) {
+  // The tests' launcher (TypeScript, loaded through tsx): Debian's postgresql, run as the
+  // postgres user under root, on a free loopback port, stopped by pid.
+  const { tsImport } = await import("tsx/esm/api");
+  const { startPostgres } = await tsImport("../test/support/postgres-server.ts", import.meta.url);
+  postgres = await startPostgres().catch((error) => {
+    // Without PostgreSQL the other cases still run; the Postgres ones are left out, said loudly.
+    log(`options: *** the Postgres cases do not run: ${error.message} ***`);
+    for (let i = CASES.length - 1; i >= 0; i--) if (CASES[i].postgres) CASES.splice(i, 1);
+    return undefined;
+  });
+}
+if (postgres) {
+  databaseUrl = postgres.url;
+  const { default: pg } = await import("pg");
+  const admin = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  const { PostgresInbox } = await import(distUrl("postgres.js"));
+  await new PostgresInbox(admin, { scope: "bench" }).migrate();
+  await admin.end();
+}
+
 /** Redis commands executed so far (INFO itself excluded), from INFO commandstats. */
 async function redisCommands() {
   if (!inspector) return 0;
@@ -166,8 +212,8 @@ function serverStats(child) {
       if (message?.stats) {
         clearTimeout(timer);
         child.off("message", onMessage);
-        const { cpu, handled, verified } = message.stats;
-        resolve({ cpu: cpu.user + cpu.system, handled, verified });
+        const { cpu, handled, verified, statements } = message.stats;
+        resolve({ cpu: cpu.user + cpu.system, handled, verified, statements });
       }
     };
     child.on("message", onMessage);
@@ -225,7 +271,10 @@ for (let round = 0; round < ROUNDS; round++) {
   const order = round % 2 === 0 ? CASES : [...CASES].reverse();
   for (const c of order) {
     run++;
-    const { child, port } = await startServer("options-servers.mjs", c.id, { BENCH_REDIS_URL: redisUrl ?? "" });
+    const { child, port } = await startServer("options-servers.mjs", c.id, {
+      BENCH_REDIS_URL: redisUrl ?? "",
+      BENCH_DATABASE_URL: databaseUrl ?? "",
+    });
     try {
       const first = await probe(port, c.duplicate);
       if (first !== 204) throw new Error(`${c.id}: expected 204 before timing, got ${first}`);
@@ -238,7 +287,8 @@ for (let round = 0; round < ROUNDS; round++) {
       // count per delivery the server verified (a few more than the responses autocannon kept).
       await settle();
       const after = await serverStats(child);
-      const commands = (await redisCommands()) - commandsBefore;
+      // Round trips: Redis commands, or the statements the receiver's pg clients sent.
+      const commands = c.postgres ? after.statements - before.statements : (await redisCommands()) - commandsBefore;
       const handled = after.handled - before.handled;
       const verified = after.verified - before.verified;
       // Every answer is 204; the handler ran for each one (new ids) or for none (duplicates).
@@ -255,7 +305,7 @@ for (let round = 0; round < ROUNDS; round++) {
       runs[c.id].push(result);
       log(
         `options: round ${round + 1} ${c.id.padEnd(17)} ${fmt(result.rps, 0).padStart(7)} req/s  server CPU ` +
-          `${fmt(result.cpuPerReq, 1)} µs/req  redis commands/delivery ${fmt(result.roundTrips, 3)}  handled ${handled}/${verified} verified  ` +
+          `${fmt(result.cpuPerReq, 1)} µs/req  round trips/delivery ${fmt(result.roundTrips, 3)}  handled ${handled}/${verified} verified  ` +
           `non-2xx ${r.non2xx}  errors ${r.errors + r.timeouts}`,
       );
     } finally {
@@ -415,7 +465,8 @@ const rows = CASES.map((c) => {
   const trips = med(c.id, "roundTrips");
   let target = "";
   if (c.target) target = `≥ ${c.target}: ${rps >= c.target ? "met" : "**not met**"}`;
-  if (c.redis) target = `≤ ${c.redis} round trips: ${trips <= c.redis ? "met" : "**not met**"}`;
+  const roundTrips = c.redis ?? c.postgres;
+  if (roundTrips) target = `≤ ${roundTrips} round trips: ${trips <= roundTrips ? "met" : "**not met**"}`;
   return [
     c.name,
     fmt(med(c.id, "rps"), 0),
@@ -423,7 +474,7 @@ const rows = CASES.map((c) => {
     c.id === "baseline" ? "" : `${fmtRatio(min)}–${fmtRatio(max)}`,
     fmt(med(c.id, "cpuPerReq"), 1),
     fmtRatio(cpu),
-    c.redis ? fmt(trips, 3) : "",
+    c.redis || c.postgres ? fmt(trips, 3) : "",
     target,
   ];
 });
@@ -437,7 +488,8 @@ const markdown = [
     `interleaved (alternate rounds reversed). Every request is a ${BODY_SIZE}-byte \`flag.updated\` event with a new id ` +
     "(signed per request), except in the duplicate cases, which send one id over and over (204 with " +
     "`webhook-duplicate: true`). Redis: a local redis-server on loopback; round trips are Redis commands executed " +
-    "(INFO commandstats) per delivery the receiver verified (counted with `onVerified`, in every case). The ratios are of medians over rounds; the spread is the min–max of each " +
+    "(INFO commandstats) per delivery the receiver verified; Postgres: a local PostgreSQL, round trips are the statements " +
+    "the receiver's pg clients sent (the inbox's own; its handler writes nothing) (counted with `onVerified`, in every case). The ratios are of medians over rounds; the spread is the min–max of each " +
     "round's ratio to that round's baseline. Server CPU ratio = baseline CPU µs/req ÷ the case's (lower CPU per " +
     "request scores above 1, comparable to a req/s ratio, and far less sensitive to other load).",
   "",
@@ -449,7 +501,7 @@ const markdown = [
       "per-round spread",
       "server CPU µs/req",
       "baseline CPU ÷ case CPU",
-      "Redis round trips / delivery",
+      "store round trips / delivery",
       "target",
     ],
     rows,
@@ -480,6 +532,12 @@ const markdown = [
 process.stdout.write(`\n${markdown}\n`);
 if (process.env.BENCH_RESULTS_FILE) appendFileSync(process.env.BENCH_RESULTS_FILE, `${markdown}\n\n`);
 // The redis-server child would keep this process alive: stop it (by pid) now.
+if (postgres) {
+  const { tsImport } = await import("tsx/esm/api");
+  const { stopPostgres } = await tsImport("../test/support/postgres-server.ts", import.meta.url);
+  await stopPostgres(postgres);
+  postgres = undefined;
+}
 killAll();
 if (failures > 0) {
   log("options: some requests failed or were handled the wrong number of times: the figures above are not valid");

@@ -176,6 +176,20 @@ describe("the packed package", () => {
     });
   });
 
+  it("loads the postgres entry, through import and require, with neither pg nor postgres installed", () => {
+    // The entry recognises a client by its shape and imports no Postgres package.
+    expect(existsSync(join(project, "node_modules/pg"))).toBe(false);
+    expect(existsSync(join(project, "node_modules/postgres"))).toBe(false);
+    expect(run(process.execPath, ["postgres.mjs"])).toEqual({
+      esm: ["PostgresInbox"],
+      cjs: ["PostgresInbox"],
+      code: "store_unavailable",
+      status: 503,
+      instanceofRequire: true,
+      scopeError: "TypeError",
+    });
+  });
+
   it("loads the cloudflare entry, which needs no package, through import and require", () => {
     const names = ["DedupeObject", "DurableObjectDedupeStore", "consumeEvents", "enqueueTo"];
     expect(run(process.execPath, ["cloudflare.mjs"])).toEqual({

@@ -18,6 +18,7 @@ const entries = [
   "src/queue/bullmq.ts",
   "src/dynamodb/index.ts",
   "src/cloudflare/index.ts",
+  "src/postgres/inbox.ts",
 ];
 
 /** Names an entry exports, values and types, read from its source. */

@@ -28,6 +28,8 @@ const QUEUE_BUDGET = 2304;
 // a Worker imports from it: the Durable Object and its store; the queue hand-off, whose consumer
 // carries the event parser (the whole entry is about 3.7 KB).
 const STORE_BUDGET = 2048;
+// The Postgres inbox (server-side, opt-in): its SQL, four kinds of client, the transaction logic.
+const POSTGRES_BUDGET = 3584;
 
 async function gzippedSize(entry: string, only?: string, external: string[] = []): Promise<number> {
   const file = resolve(dist, `${entry}.js`);
@@ -116,5 +118,13 @@ describe("bundle size", () => {
     const size = await gzippedSize("cloudflare", names);
     console.log(`cloudflare { ${names} }: ${size} B gzipped with what it takes from the core (budget ${budget})`);
     expect(size).toBeLessThanOrEqual(budget);
+  });
+
+  // The Postgres inbox, like the queue entry, takes only WebhookError and a duration parser from
+  // the core, and imports no Postgres client: measured on its own.
+  it(`keeps the postgres entry within ${POSTGRES_BUDGET} bytes`, async () => {
+    const size = await gzippedSize("postgres");
+    console.log(`postgres: ${size} B gzipped with what it takes from the core (budget ${POSTGRES_BUDGET})`);
+    expect(size).toBeLessThanOrEqual(POSTGRES_BUDGET);
   });
 });

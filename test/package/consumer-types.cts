@@ -36,3 +36,8 @@ import { consumeEvents, type DedupeObject } from "flag-webhooks/cloudflare";
 
 export const queueHandler = consumeEvents({ onEvent: (event) => event.type });
 export type ObjectClass = typeof DedupeObject;
+
+import { type InboxClient, PostgresInbox } from "flag-webhooks/postgres";
+
+declare const own: InboxClient<{ run(text: string): Promise<void> }>;
+export const inboxOnEvent = new PostgresInbox(own, { scope: "consumer" }).handle((event, tx) => tx.run(event.id));

@@ -41,3 +41,14 @@ export const ttlAttribute: "expiresAt" = dedupeTable.TimeToLiveSpecification.Att
 export const objects = (namespace: DedupeNamespace) => new DurableObjectDedupeStore(namespace, { scope: "app" });
 export const handOff = (queue: EventQueue) => enqueueTo(queue, { timeout: "2s" });
 export const consumer = consumeEvents({ onEvent: (event) => event.id });
+
+// flag-webhooks/postgres with no Postgres client installed: its types name none, so an
+// InboxClient of the consumer's own types checks without pg or postgres.
+import { type InboxClient, PostgresInbox } from "flag-webhooks/postgres";
+
+interface OwnTx {
+  run(text: string): Promise<void>;
+}
+declare const own: InboxClient<OwnTx>;
+export const inbox = new PostgresInbox(own, { scope: "consumer" });
+export const inboxOnEvent = inbox.handle(async (event, tx) => tx.run(`-- ${event.id}`));
