@@ -10,27 +10,14 @@ import { webhookPlugin } from "../src/adapters/fastify.js";
 import { webhookMiddleware as koaMiddleware } from "../src/adapters/koa.js";
 import { MemoryDedupeStore } from "../src/index.js";
 import { close, listen } from "./http.js";
+import { signedDelivery } from "./support/signed-delivery.js";
 
 // Found by attacking issue 15 items 1 and 2 ("counts as handled only when the handler finished and the
 // answer's FINAL status is 2xx"): in Express and Koa the status the receiver settles with is not
 // always the status the sender gets. Failed on 832a504, before the fix.
 
 const SECRET = "attack-final-secret";
-let nextId = 0;
-function delivery() {
-  const body = JSON.stringify({
-    id: `evt_attack_final_${process.pid}_${++nextId}`,
-    type: "flag.updated",
-    createdAt: new Date().toISOString(),
-    environment: "production",
-    data: { flag: "f", changes: [], actor: { type: "user", email: "a@example.com" } },
-  });
-  const headers = {
-    "content-type": "application/json",
-    "service-signature": createHmac("sha256", SECRET).update(body).digest("hex"),
-  };
-  return { body, headers };
-}
+const delivery = () => signedDelivery(SECRET);
 const dedupe = () => ({ store: new MemoryDedupeStore(), ttl: 60_000 });
 
 let server: Server | undefined;

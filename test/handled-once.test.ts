@@ -16,27 +16,14 @@ import { webhookMiddleware as koaMiddleware, type WebhookState } from "../src/ad
 import { webhookHandler as lambdaHandler } from "../src/adapters/lambda.js";
 import { MemoryDedupeStore } from "../src/index.js";
 import { close, listen } from "./http.js";
+import { signedDelivery } from "./support/signed-delivery.js";
 
 // Issue 15, items 1, 2 and 10, through every adapter over real HTTP: a delivery counts as handled
 // only once its handler finished with a 2xx answer, whatever the client did meanwhile; anything
 // else releases the claim; and a refusal answered before the body was read closes the connection.
 
 const SECRET = "handled-once-secret";
-let nextId = 0;
-function delivery() {
-  const body = JSON.stringify({
-    id: `evt_once_${process.pid}_${++nextId}`,
-    type: "flag.updated",
-    createdAt: new Date().toISOString(),
-    environment: "production",
-    data: { flag: "f", changes: [], actor: { type: "user", email: "a@example.com" } },
-  });
-  const headers = {
-    "content-type": "application/json",
-    "service-signature": createHmac("sha256", SECRET).update(body).digest("hex"),
-  };
-  return { body, headers };
-}
+const delivery = () => signedDelivery(SECRET);
 
 /** How a handler of the scenario behaves: how long it works, and the status it answers with. */
 interface Behaviour {

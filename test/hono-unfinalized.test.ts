@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { webhookMiddleware } from "../src/adapters/hono.js";
 import { MemoryDedupeStore } from "../src/index.js";
 import { close, listen } from "./http.js";
+import { signedDelivery } from "./support/signed-delivery.js";
 
 // Found by attacking issue 15 item 2 in Hono: a route that forgets to return its Response (Hono answers
 // 500 "Context is not finalized") is settled with the placeholder Response that reading c.res
@@ -13,21 +14,7 @@ import { close, listen } from "./http.js";
 // 832a504, before the fix.
 
 const SECRET = "attack-hono-secret";
-let nextId = 0;
-function delivery() {
-  const body = JSON.stringify({
-    id: `evt_attack_hono_${process.pid}_${++nextId}`,
-    type: "flag.updated",
-    createdAt: new Date().toISOString(),
-    environment: "production",
-    data: { flag: "f", changes: [], actor: { type: "user", email: "a@example.com" } },
-  });
-  const headers = {
-    "content-type": "application/json",
-    "service-signature": createHmac("sha256", SECRET).update(body).digest("hex"),
-  };
-  return { body, headers };
-}
+const delivery = () => signedDelivery(SECRET);
 
 let server: Server | undefined;
 afterEach(async () => {

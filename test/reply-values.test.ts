@@ -7,27 +7,14 @@ import { webhookHandler } from "../src/adapters/fetch.js";
 import { webhookHandler as lambdaHandler } from "../src/adapters/lambda.js";
 import { MemoryDedupeStore } from "../src/index.js";
 import { close, listen } from "./http.js";
+import { signedDelivery } from "./support/signed-delivery.js";
 
 // Found by attacking issue 15 item 2 ("any answer that is not 2xx must release the claim"): values that
 // onEvent returns which the receiver does not recognise, or cannot write, must never turn into a
 // 2xx that marks the event handled. Failed on 832a504, before the fix.
 
 const SECRET = "attack-reply-secret";
-let nextId = 0;
-function delivery() {
-  const body = JSON.stringify({
-    id: `evt_attack_reply_${process.pid}_${++nextId}`,
-    type: "flag.updated",
-    createdAt: new Date().toISOString(),
-    environment: "production",
-    data: { flag: "f", changes: [], actor: { type: "user", email: "a@example.com" } },
-  });
-  const headers = {
-    "content-type": "application/json",
-    "service-signature": createHmac("sha256", SECRET).update(body).digest("hex"),
-  };
-  return { body, headers };
-}
+const delivery = () => signedDelivery(SECRET);
 const dedupe = () => ({ store: new MemoryDedupeStore(), ttl: 60_000 });
 const quiet = () => undefined;
 

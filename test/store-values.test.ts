@@ -2,27 +2,14 @@ import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { webhookHandler } from "../src/adapters/fetch.js";
 import { type DedupeStore, MemoryDedupeStore } from "../src/index.js";
+import { signedDelivery } from "./support/signed-delivery.js";
 
 // Found by attacking issue 15 items 7 and 8 (fail closed): a store that answers claim() with something
 // that is not a ClaimResult, and a MemoryDedupeStore whose clock names no instant, silently turn
 // dedupe off before the fix: every copy runs the handler. Failed on 832a504, before the fix.
 
 const SECRET = "attack-store-secret";
-let nextId = 0;
-function delivery() {
-  const body = JSON.stringify({
-    id: `evt_attack_store_${process.pid}_${++nextId}`,
-    type: "flag.updated",
-    createdAt: new Date().toISOString(),
-    environment: "production",
-    data: { flag: "f", changes: [], actor: { type: "user", email: "a@example.com" } },
-  });
-  const headers = {
-    "content-type": "application/json",
-    "service-signature": createHmac("sha256", SECRET).update(body).digest("hex"),
-  };
-  return { body, headers };
-}
+const delivery = () => signedDelivery(SECRET);
 
 async function twoCopies(store: DedupeStore) {
   let runs = 0;
