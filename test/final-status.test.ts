@@ -1,4 +1,3 @@
-import { createHmac } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import express from "express";

@@ -1,4 +1,3 @@
-import { createHmac } from "node:crypto";
 import type { Server } from "node:http";
 import { createAdaptorServer } from "@hono/node-server";
 import { Hono } from "hono";

@@ -1,4 +1,3 @@
-import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { webhookHandler } from "../src/adapters/fetch.js";
 import { type DedupeStore, MemoryDedupeStore } from "../src/index.js";
