@@ -19,9 +19,13 @@ export async function createApp(options: { rawBody?: boolean } = {}): Promise<Ne
   return app;
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
+// Started in an async function, not with top-level await: Nest CLI projects compile to CommonJS,
+// which has none.
+async function bootstrap(): Promise<void> {
   const port = Number(process.env.PORT ?? 3000);
   const app = await createApp();
   await app.listen(port, "127.0.0.1");
   console.log(`listening on http://127.0.0.1:${port}/webhooks`);
 }
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) void bootstrap();
