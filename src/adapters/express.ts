@@ -77,7 +77,8 @@ export function webhookMiddleware<
     }
     if (receiver.settles) settleOnAnswer(res, accepted);
     (req as IncomingMessage as WebhookRequest).webhookEvent = accepted.event;
-    next();
+    if (accepted.run) accepted.run(next);
+    else next();
   };
 }
 
@@ -99,7 +100,7 @@ function settleOnAnswer(res: ServerResponse, accepted: Accepted): void {
   res.destroy = function destroy_(this: ServerResponse, error?: Error) {
     res.end = end;
     res.destroy = destroy;
-    void accepted.settle(undefined);
+    void accepted.settle(undefined, error);
     return destroy.call(this, error);
   };
 }

@@ -71,13 +71,13 @@ export function webhookMiddleware<E extends Env = {}>(options: HonoWebhookOption
     if (!("event" in accepted)) return toResponse(accepted);
     c.set("webhookEvent", accepted.event);
     try {
-      await next();
+      await (accepted.run ? accepted.run(next) : next());
     } catch (error) {
-      await accepted.settle(undefined);
+      await accepted.settle(undefined, error);
       throw error;
     }
     // Hono catches what a handler throws, answers through app.onError, and keeps it on c.error.
-    await accepted.settle(c.error === undefined ? c.res.status : undefined);
+    await accepted.settle(c.error === undefined ? c.res.status : undefined, c.error);
   };
 }
 

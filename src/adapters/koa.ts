@@ -73,9 +73,9 @@ export function webhookMiddleware<Ctx extends KoaLikeContext = KoaLikeContext>(
     }
     ctx.state.webhookEvent = accepted.event;
     try {
-      await next();
+      await (accepted.run ? accepted.run(next) : next());
     } catch (error) {
-      await accepted.settle(undefined);
+      await accepted.settle(undefined, error);
       throw error;
     }
     await accepted.settle(ctx.status);
