@@ -14,6 +14,7 @@ export default defineConfig([
       hono: "src/adapters/hono.ts",
       lambda: "src/adapters/lambda.ts",
       bullmq: "src/queue/bullmq.ts",
+      otel: "src/otel/index.ts",
       testing: "src/testing/index.ts",
       emulator: "src/emulator/index.ts",
     },

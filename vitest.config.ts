@@ -13,6 +13,7 @@ export default defineConfig({
       { find: /^flag-webhooks\/emulator$/, replacement: src("emulator/index.ts") },
       { find: /^flag-webhooks\/(express|koa|fetch|fastify|hono|lambda)$/, replacement: src("adapters/$1.ts") },
       { find: /^flag-webhooks\/bullmq$/, replacement: src("queue/bullmq.ts") },
+      { find: /^flag-webhooks\/otel$/, replacement: src("otel/index.ts") },
     ],
   },
   test: {
