@@ -161,6 +161,21 @@ describe("the packed package", () => {
     });
   });
 
+  it("loads the otel entry, through import and require, once @opentelemetry/api (its optional peer) is installed", () => {
+    // Every test above ran without @opentelemetry/api in the consumer's node_modules: the core
+    // and the other entries never load it. Here the consumer installs the API, and no SDK.
+    const linked = join(project, "node_modules/@opentelemetry/api");
+    if (!existsSync(linked)) {
+      mkdirSync(join(project, "node_modules/@opentelemetry"), { recursive: true });
+      symlinkSync(join(root, "node_modules/@opentelemetry/api"), linked, "dir");
+    }
+    expect(run(process.execPath, ["otel.mjs", args])).toEqual({
+      esm: ["openTelemetry"],
+      cjs: ["openTelemetry"],
+      statuses: [204, 401],
+    });
+  });
+
   it("type-checks CommonJS and ES module consumers under module Node16", () => {
     // flag-webhooks/hono's types refer to Hono's, as in a project that uses Hono (installed last,
     // so the tests above ran without it).

@@ -16,6 +16,7 @@ const entries = [
   "src/adapters/hono.ts",
   "src/adapters/lambda.ts",
   "src/queue/bullmq.ts",
+  "src/otel/index.ts",
 ];
 
 /** Names an entry exports, values and types, read from its source. */

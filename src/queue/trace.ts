@@ -31,21 +31,15 @@ export function processTraced<T>(
 
 /** The text fields a job carries, read without trusting them: anything else is no context. */
 function carrierOf(metadata: unknown): Record<string, string> | undefined {
-  if (typeof metadata !== "string") return undefined;
-  let parsed: unknown;
   try {
-    parsed = JSON.parse(metadata);
+    const fields = Object.entries(JSON.parse(metadata as string) as object);
+    return Object.fromEntries(fields.filter(([, value]) => typeof value === "string"));
   } catch {
     return undefined;
   }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return undefined;
-  const carrier: Record<string, string> = {};
-  for (const [name, value] of Object.entries(parsed)) if (typeof value === "string") carrier[name] = value;
-  return carrier;
 }
 
 /** Whether a `telemetry` option is ours (a {@link QueueTelemetry}) rather than BullMQ's own. */
 export function isQueueTelemetry(value: unknown): value is QueueTelemetry {
-  const candidate = value as Partial<QueueTelemetry> | undefined;
-  return typeof candidate?.process === "function" && typeof candidate.inject === "function";
+  return typeof (value as Partial<QueueTelemetry> | undefined)?.process === "function";
 }
