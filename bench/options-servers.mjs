@@ -43,6 +43,13 @@ const CASES = {
   "redis-ioredis": async () => ({ dedupe: { store: new RedisDedupeStore(await ioredis()), ttl: TTL } }),
   "redis-node-redis": async () => ({ dedupe: { store: new RedisDedupeStore(await nodeRedis()), ttl: TTL } }),
   "redis-duplicate": async () => ({ dedupe: { store: new RedisDedupeStore(await ioredis()), ttl: TTL } }),
+  // @opentelemetry/api installed, no SDK registered: the library instrumented, the app not.
+  "otel-api": async () => ({ telemetry: (await import(distUrl("otel.js"))).openTelemetry() }),
+  // The SDK registered globally (context manager, propagator, batch span processor, metric reader).
+  "otel-sdk": async () => {
+    (await import("./otel-sdk.mjs")).otelSdk({ register: true });
+    return { telemetry: (await import(distUrl("otel.js"))).openTelemetry() };
+  },
 };
 
 const name = process.argv[2];

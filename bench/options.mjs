@@ -5,7 +5,10 @@
 // dedupe cases measure the successful path: claim, handler, mark done; the "duplicate" cases send
 // one id over and over. Redis round trips per response are counted with INFO commandstats.
 //
-//   node bench/options.mjs                  # ~3 min
+// The telemetry cases (issue 18): `telemetry: openTelemetry()` with @opentelemetry/api and no SDK
+// registered, and with the SDK registered (spans and metrics to exporters that drop them).
+//
+//   node bench/options.mjs                  # ~4 min
 //   BENCH_QUICK=1 node bench/options.mjs    # smoke run
 //
 // Env: FLAG_WEBHOOKS_DIST, BENCH_HTTP_DURATION, BENCH_HTTP_WARMUP, BENCH_HTTP_CONNECTIONS,
@@ -55,6 +58,12 @@ const ALL_CASES = [
     duplicate: true,
     redis: 1,
   },
+  {
+    id: "otel-api",
+    name: "`telemetry: openTelemetry()`, `@opentelemetry/api` without an SDK",
+    target: 0.98,
+  },
+  { id: "otel-sdk", name: "`telemetry: openTelemetry()` with the SDK (batch span processor, metric reader)" },
 ];
 const only = process.env.BENCH_OPTIONS_CASES?.split(",").map((id) => id.trim());
 if (only?.some((id) => !ALL_CASES.some((c) => c.id === id))) {
@@ -285,6 +294,16 @@ const IN_PROCESS = [
     duplicate: true,
     options: (m) => memoryDedupe(m),
   },
+  {
+    id: "otel-api",
+    name: "`telemetry: openTelemetry()`, `@opentelemetry/api` without an SDK",
+    options: (_m, otel) => ({ telemetry: otel.openTelemetry() }),
+  },
+  {
+    id: "otel-sdk",
+    name: "`telemetry: openTelemetry()` with the SDK (batch span processor, metric reader), not registered globally",
+    options: (_m, otel, sdk) => ({ telemetry: otel.openTelemetry(sdk.otelSdk()) }),
+  },
 ];
 // Full (maxKeys ids), as after running a while: every new id evicts the oldest.
 function memoryDedupe({ MemoryDedupeStore }) {
@@ -299,11 +318,13 @@ const IN_ROUNDS = QUICK ? 5 : 81;
 async function inProcess() {
   const { webhookHandler } = await import(distUrl("fetch.js"));
   const library = await import(distUrl("index.js"));
+  const otel = await import(distUrl("otel.js"));
+  const sdk = await import("./otel-sdk.mjs");
   const handlers = IN_PROCESS.map((c) => {
     let handled = 0;
     const handler = webhookHandler({
       secret: SECRET,
-      ...c.options(library),
+      ...c.options(library, otel, sdk),
       onEvent() {
         handled++;
       },

@@ -5,7 +5,7 @@ import type { WebhookEvent } from "./events.js";
 import { parseLimit } from "./limit.js";
 import type { Payload } from "./payload.js";
 import { assertSecret, type Secret } from "./signature.js";
-import type { DeliveryTelemetry, Telemetry } from "./telemetry.js";
+import type { DeliveryTelemetry, StoreOperation, Telemetry } from "./telemetry.js";
 import { isMissing, missingSignature, verifiedEvent } from "./verify-event.js";
 
 const utf8 = new TextEncoder();
@@ -279,24 +279,12 @@ export function createReceiver<Context extends unknown[]>(
 
   /** A recorder for one delivery, whose failures are reported and change no answer. */
   function recorder(context: Context): DeliveryTelemetry | undefined {
-    let record: DeliveryTelemetry;
     try {
-      record = (telemetry as Telemetry).delivery();
+      return new SafeRecord((telemetry as Telemetry).delivery(), (error) => report(error, context));
     } catch (error) {
       report(error, context);
       return undefined;
     }
-    const safe =
-      <A extends unknown[]>(call: (...args: A) => void) =>
-      (...args: A) =>
-        tell(context, () => call.apply(record, args));
-    return {
-      verified: safe(record.verified),
-      store: safe(record.store),
-      handler: safe(record.handler),
-      end: safe(record.end),
-      run: (handler) => record.run(handler),
-    };
   }
 
   function accept(delivery: Delivery, ...context: Context): Promise<Accepted | Answer> {
@@ -381,12 +369,12 @@ export function createReceiver<Context extends unknown[]>(
     let once = false;
     return {
       event,
-      run: record.run,
+      run: (handler) => record.run(handler),
       async settle(status, error) {
         if (once) return;
         once = true;
         record.handler(since(began), error);
-        await finish(status);
+        if (finish !== settled) await finish(status);
         const known = error instanceof WebhookError ? error : undefined;
         if (isSuccess(status)) record.end("handled", status);
         // A handler that threw was answered with its WebhookError's status, or 500.
@@ -542,6 +530,45 @@ function dedupeOptions(dedupe: DedupeOptions, maxAge: number | undefined) {
       dedupe.timeout === undefined ? DEFAULT_STORE_TIMEOUT : parseDuration(dedupe.timeout, "dedupe.timeout", TIMER_MAX),
     failOpen: dedupe.failOpen === true,
   };
+}
+
+/** A delivery's telemetry record whose failures are reported (to `onError`) and change no answer. */
+class SafeRecord implements DeliveryTelemetry {
+  constructor(
+    private readonly record: DeliveryTelemetry,
+    private readonly report: (error: unknown) => void,
+  ) {}
+  verified(event: WebhookEvent, secretIndex: number): void {
+    try {
+      this.record.verified(event, secretIndex);
+    } catch (error) {
+      this.report(error);
+    }
+  }
+  store(operation: StoreOperation, seconds: number): void {
+    try {
+      this.record.store(operation, seconds);
+    } catch (error) {
+      this.report(error);
+    }
+  }
+  handler(seconds: number, error?: unknown): void {
+    try {
+      this.record.handler(seconds, error);
+    } catch (failure) {
+      this.report(failure);
+    }
+  }
+  end(outcome: string, status: number | undefined): void {
+    try {
+      this.record.end(outcome, status);
+    } catch (error) {
+      this.report(error);
+    }
+  }
+  run<T>(handler: () => T): T {
+    return this.record.run(handler);
+  }
 }
 
 const settled = (): Promise<void> => Promise.resolve();

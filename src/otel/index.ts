@@ -5,6 +5,7 @@ import {
   type Context,
   type Counter,
   context,
+  createNoopMeter,
   type Histogram,
   type MeterProvider,
   metrics,
@@ -51,6 +52,8 @@ const ATTR = {
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
 
 interface Instruments {
+  /** Whether the meter is the API's no-op one (no SDK registered): nothing to record. */
+  noop: boolean;
   deliveries: Counter;
   verified: Counter;
   handler: Histogram;
@@ -90,6 +93,7 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetry
     const m = (options.meterProvider ?? metrics.getMeterProvider()).getMeter(NAME);
     const advice = { explicitBucketBoundaries: SECONDS };
     instruments = {
+      noop: m.constructor === createNoopMeter().constructor,
       deliveries: m.createCounter("flag_webhooks.deliveries", {
         description: "Deliveries received, by outcome (handled, duplicate, or the error code answered) and event type",
         unit: "{delivery}",
@@ -116,8 +120,10 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetry
     delivery() {
       const parent = context.active();
       const span = tracer.startSpan(RECEIVE, { kind: SpanKind.INTERNAL }, parent);
-      const inside = trace.setSpan(parent, span);
       const recorded = meter();
+      // No SDK (or this span sampled out, with no metrics either): nothing would be kept.
+      if (recorded.noop && !span.isRecording()) return UNRECORDED;
+      const inside = trace.setSpan(parent, span);
       let type: string | undefined;
       let handlerSeconds: number | undefined;
       return {
@@ -182,6 +188,15 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetry
     },
   };
 }
+
+/** The record of a delivery when nothing is recorded: the handler runs in the active context. */
+const UNRECORDED: DeliveryTelemetry = {
+  verified() {},
+  store() {},
+  run: (handler) => handler(),
+  handler() {},
+  end() {},
+};
 
 function eventAttributes(event: WebhookEvent): Attributes {
   return { [ATTR.id]: event.id, [ATTR.type]: event.type, [ATTR.environment]: event.environment };
