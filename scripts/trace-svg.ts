@@ -97,7 +97,9 @@ function render(all: ReadableSpan[]): string {
     all
       .filter((child) => child.parentSpanContext?.spanId === span.spanContext().spanId)
       .sort((a, b) => hrTimeToMicroseconds(a.startTime) - hrTimeToMicroseconds(b.startTime))
-      .forEach((child) => visit(child, depth + 1));
+      .forEach((child) => {
+        visit(child, depth + 1);
+      });
   };
   visit(root, 0);
   const t0 = Math.min(...rows.map((row) => hrTimeToMicroseconds(row.span.startTime)));
@@ -113,7 +115,7 @@ function render(all: ReadableSpan[]): string {
         : "receiver";
   };
   const colour = { sender: "#6b7fd7", receiver: "#2f9e77", worker: "#d08b2c" } as const;
-  const escape = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  const xml = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   const parts = rows.map(({ span, depth }, i) => {
     const y = top + i * rowHeight;
     const start = hrTimeToMicroseconds(span.startTime) - t0;
@@ -130,14 +132,15 @@ function render(all: ReadableSpan[]): string {
       .filter(Boolean)
       .join(" · ");
     return [
-      `<text x="${12 + depth * 16}" y="${y + 15}" class="name">${escape(span.name)}</text>`,
-      `<text x="${12 + depth * 16}" y="${y + 31}" class="where">${where(span)}${detail ? ` · ${escape(String(detail))}` : ""}</text>`,
+      `<text x="${12 + depth * 16}" y="${y + 15}" class="name">${xml(span.name)}</text>`,
+      `<text x="${12 + depth * 16}" y="${y + 31}" class="where">${where(span)}${detail ? ` · ${xml(String(detail))}` : ""}</text>`,
       `<rect x="${x.toFixed(1)}" y="${y + 4}" width="${Math.max(2, duration * scale).toFixed(1)}" height="16" rx="3" fill="${colour[where(span)]}"${failed ? ' stroke="#d1242f" stroke-width="2"' : ""}/>`,
       `<text x="${(x + Math.max(2, duration * scale) + 6).toFixed(1)}" y="${y + 17}" class="ms">${(duration / 1000).toFixed(1)} ms</text>`,
     ].join("\n  ");
   });
   const height = top + rows.length * rowHeight + 16;
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="ui-sans-serif, system-ui, sans-serif">
+  <title>One trace from the sender to the worker: ${rows.map((row) => xml(row.span.name)).join(", ")}</title>
   <style>.name{font-size:13px;fill:#1f2328}.where{font-size:11px;fill:#59636e}.ms{font-size:11px;fill:#59636e}.title{font-size:14px;font-weight:600;fill:#1f2328}</style>
   <rect width="100%" height="100%" fill="#ffffff"/>
   <text x="12" y="24" class="title">One trace ${root.spanContext().traceId.slice(0, 8)}…: ${rows.length} spans over ${((t1 - t0) / 1000).toFixed(1)} ms</text>

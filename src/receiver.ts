@@ -280,7 +280,8 @@ export function createReceiver<Context extends unknown[]>(
   /** A recorder for one delivery, whose failures are reported and change no answer. */
   function recorder(context: Context): DeliveryTelemetry | undefined {
     try {
-      return new SafeRecord((telemetry as Telemetry).delivery(), (error) => report(error, context));
+      const record = (telemetry as Telemetry).delivery();
+      return record && new SafeRecord(record, (error) => report(error, context));
     } catch (error) {
       report(error, context);
       return undefined;

@@ -27,8 +27,12 @@ export type StoreOperation = "claim" | "complete" | "release";
  * ```
  */
 export interface Telemetry {
-  /** Begins recording one delivery, when its request reaches the receiver (in the request's context). */
-  delivery(): DeliveryTelemetry;
+  /**
+   * Begins recording one delivery, when its request reaches the receiver (in the request's
+   * context); `undefined` when there is nothing to record (no SDK), and the receiver then works
+   * as it does without telemetry.
+   */
+  delivery(): DeliveryTelemetry | undefined;
 }
 
 /**

@@ -372,3 +372,45 @@ describe("what telemetry exports", () => {
     expect(text).not.toContain("a@example.com");
   });
 });
+
+describe("the telemetry option", () => {
+  it("is checked when the receiver is made", () => {
+    expect(() => webhookHandler({ secret: OLD_SECRET, telemetry: {} as never, onEvent: () => {} })).toThrow(
+      /option "telemetry" must be a Telemetry/,
+    );
+  });
+
+  it("changes no answer when a Telemetry of your own throws: each failure goes to onError", async () => {
+    const fail = () => {
+      throw new Error("telemetry broke");
+    };
+    const reported: unknown[] = [];
+    const handled: string[] = [];
+    const handler = webhookHandler({
+      secret: OLD_SECRET,
+      dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
+      telemetry: {
+        delivery: () => ({ verified: fail, store: fail, handler: fail, end: fail, run: (run) => run() }),
+      },
+      onEvent: (event) => void handled.push(event.id),
+      onError: (error) => void reported.push(error),
+    });
+    const { body, headers } = signed(eventBody("evt_otel_throwing"));
+    const post = () => handler(new Request("http://localhost/webhooks", { method: "POST", headers, body }));
+    expect((await post()).status).toBe(204);
+    expect((await post()).headers.get("webhook-duplicate")).toBe("true");
+    expect(handled).toEqual(["evt_otel_throwing"]);
+    // verified, claim, handler, complete, end; then verified, claim, end of the duplicate.
+    expect(reported.map((error) => (error as Error).message)).toEqual(Array(8).fill("telemetry broke"));
+
+    const broken = webhookHandler({
+      secret: OLD_SECRET,
+      telemetry: { delivery: fail as never },
+      onEvent: () => {},
+      onError: (error) => void reported.push(error),
+    });
+    const response = await broken(new Request("http://localhost/webhooks", { method: "POST", headers, body }));
+    expect(response.status).toBe(204);
+    expect(reported).toHaveLength(9);
+  });
+});

@@ -9,6 +9,7 @@ import {
   type Histogram,
   type MeterProvider,
   metrics,
+  ProxyTracerProvider,
   propagation,
   type Span,
   SpanKind,
@@ -118,11 +119,12 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetry
 
   return {
     delivery() {
+      const recorded = meter();
+      // No SDK: nothing would be kept, so the receiver works as it does without telemetry.
+      if (recorded.noop && options.tracerProvider === undefined && noTracer()) return undefined;
       const parent = context.active();
       const span = tracer.startSpan(RECEIVE, { kind: SpanKind.INTERNAL }, parent);
-      const recorded = meter();
-      // No SDK (or this span sampled out, with no metrics either): nothing would be kept.
-      if (recorded.noop && !span.isRecording()) return UNRECORDED;
+      if (recorded.noop && !span.isRecording()) return undefined;
       const inside = trace.setSpan(parent, span);
       let type: string | undefined;
       let handlerSeconds: number | undefined;
@@ -189,14 +191,14 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetry
   };
 }
 
-/** The record of a delivery when nothing is recorded: the handler runs in the active context. */
-const UNRECORDED: DeliveryTelemetry = {
-  verified() {},
-  store() {},
-  run: (handler) => handler(),
-  handler() {},
-  end() {},
-};
+/** The API's own no-op tracer provider: what the global one delegates to until an SDK registers. */
+const NOOP_TRACER_PROVIDER = new ProxyTracerProvider().getDelegate();
+
+/** Whether no SDK registered a global tracer provider (spans would all be no-ops). */
+function noTracer(): boolean {
+  const provider = trace.getTracerProvider();
+  return provider instanceof ProxyTracerProvider && provider.getDelegate() === NOOP_TRACER_PROVIDER;
+}
 
 function eventAttributes(event: WebhookEvent): Attributes {
   return { [ATTR.id]: event.id, [ATTR.type]: event.type, [ATTR.environment]: event.environment };

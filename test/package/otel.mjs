@@ -2,8 +2,8 @@
 // optional peer) and no SDK: loads through import and require, and a receiver with
 // `telemetry: openTelemetry()` answers as one without it.
 import { createRequire } from "node:module";
-import * as esm from "flag-webhooks/otel";
 import { webhookHandler } from "flag-webhooks/fetch";
+import * as esm from "flag-webhooks/otel";
 
 const require = createRequire(import.meta.url);
 const cjs = require("flag-webhooks/otel");
