@@ -377,7 +377,7 @@ const coreRows = core.map((c) => {
 // The options' own work, in tight loops (stable even on a busy machine): what maxAge adds is
 // parsing createdAt (Date.parse) and two comparisons; what memory dedupe adds is a claim and a
 // completion on the store (full, so each new id evicts the oldest), or one claim for a duplicate.
-function ownWork({ MemoryDedupeStore }) {
+function ownWork({ MemoryDedupeStore }, { openTelemetry }) {
   const N = QUICK ? 50_000 : 500_000;
   const loop = (fn) => {
     fn(N / 10); // warm-up
@@ -410,14 +410,20 @@ function ownWork({ MemoryDedupeStore }) {
   const duplicate = loop((n) => {
     for (let i = 0; i < n; i++) sink += store.claim("evt_duplicate", 60_000) === "done" ? 1 : 0;
   });
+  // What the receiver asks of openTelemetry() per delivery when no SDK is registered.
+  const telemetry = openTelemetry();
+  const noSdk = loop((n) => {
+    for (let i = 0; i < n; i++) sink += telemetry.delivery() === undefined ? 1 : 0;
+  });
   if (sink === 0) throw new Error("the loops did nothing");
   return [
     ["`maxAge`: `Date.parse(createdAt)` and the window check", parse],
     ["`MemoryDedupeStore` (full): claim + complete of a new id", Math.max(0, newId - fresh)],
     ["`MemoryDedupeStore` (full): claim of a done id (duplicate)", duplicate],
+    ["`openTelemetry().delivery()` with no SDK registered (it answers `undefined`)", noSdk],
   ];
 }
-const own = ownWork(await import(distUrl("index.js")));
+const own = ownWork(await import(distUrl("index.js")), await import(distUrl("otel.js")));
 const ownRows = own.map(([name, ns]) => {
   const share = ns / 1000 / httpCpu;
   return [name, fmt(ns, 0), `${fmt(100 * share, 2)}%`];
