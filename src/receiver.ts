@@ -5,7 +5,7 @@ import type { WebhookEvent } from "./events.js";
 import { parseLimit } from "./limit.js";
 import type { Payload } from "./payload.js";
 import { assertSecret, type Secret } from "./signature.js";
-import type { DeliveryTelemetry, StoreOperation, Telemetry } from "./telemetry.js";
+import type { DeliveryTelemetry, Telemetry } from "./telemetry.js";
 import { isMissing, missingSignature, verifiedEvent } from "./verify-event.js";
 
 const utf8 = new TextEncoder();
@@ -247,9 +247,7 @@ export function createReceiver<Context extends unknown[]>(
     }
   }
   if (telemetry !== undefined && typeof telemetry?.delivery !== "function") {
-    throw new TypeError(
-      'flag-webhooks: option "telemetry" must be a Telemetry (openTelemetry() from flag-webhooks/otel)',
-    );
+    throw new TypeError('flag-webhooks: option "telemetry" must be a Telemetry, such as openTelemetry()');
   }
   const dedupe = options.dedupe === undefined ? undefined : dedupeOptions(options.dedupe, maxAge);
   const { native, answered } = hooks;
@@ -279,13 +277,29 @@ export function createReceiver<Context extends unknown[]>(
 
   /** A recorder for one delivery, whose failures are reported and change no answer. */
   function recorder(context: Context): DeliveryTelemetry | undefined {
+    let record: DeliveryTelemetry | undefined;
     try {
-      const record = (telemetry as Telemetry).delivery();
-      return record && new SafeRecord(record, (error) => report(error, context));
+      record = (telemetry as Telemetry).delivery();
     } catch (error) {
       report(error, context);
-      return undefined;
     }
+    if (!record) return undefined;
+    const safe =
+      (name: "verified" | "store" | "handler" | "end") =>
+      (...args: unknown[]): void => {
+        try {
+          (record[name] as (...args: unknown[]) => void)(...args);
+        } catch (error) {
+          report(error, context);
+        }
+      };
+    return {
+      verified: safe("verified"),
+      store: safe("store"),
+      handler: safe("handler"),
+      end: safe("end"),
+      run: (handler) => record.run(handler),
+    };
   }
 
   function accept(delivery: Delivery, ...context: Context): Promise<Accepted | Answer> {
@@ -531,45 +545,6 @@ function dedupeOptions(dedupe: DedupeOptions, maxAge: number | undefined) {
       dedupe.timeout === undefined ? DEFAULT_STORE_TIMEOUT : parseDuration(dedupe.timeout, "dedupe.timeout", TIMER_MAX),
     failOpen: dedupe.failOpen === true,
   };
-}
-
-/** A delivery's telemetry record whose failures are reported (to `onError`) and change no answer. */
-class SafeRecord implements DeliveryTelemetry {
-  constructor(
-    private readonly record: DeliveryTelemetry,
-    private readonly report: (error: unknown) => void,
-  ) {}
-  verified(event: WebhookEvent, secretIndex: number): void {
-    try {
-      this.record.verified(event, secretIndex);
-    } catch (error) {
-      this.report(error);
-    }
-  }
-  store(operation: StoreOperation, seconds: number): void {
-    try {
-      this.record.store(operation, seconds);
-    } catch (error) {
-      this.report(error);
-    }
-  }
-  handler(seconds: number, error?: unknown): void {
-    try {
-      this.record.handler(seconds, error);
-    } catch (failure) {
-      this.report(failure);
-    }
-  }
-  end(outcome: string, status: number | undefined): void {
-    try {
-      this.record.end(outcome, status);
-    } catch (error) {
-      this.report(error);
-    }
-  }
-  run<T>(handler: () => T): T {
-    return this.record.run(handler);
-  }
 }
 
 const settled = (): Promise<void> => Promise.resolve();
