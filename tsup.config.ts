@@ -17,6 +17,7 @@ export default defineConfig([
       dynamodb: "src/dynamodb/index.ts",
       cloudflare: "src/cloudflare/index.ts",
       postgres: "src/postgres/inbox.ts",
+      otel: "src/otel/index.ts",
       testing: "src/testing/index.ts",
       emulator: "src/emulator/index.ts",
     },

@@ -16,6 +16,7 @@ export default defineConfig({
       { find: /^flag-webhooks\/dynamodb$/, replacement: src("dynamodb/index.ts") },
       { find: /^flag-webhooks\/cloudflare$/, replacement: src("cloudflare/index.ts") },
       { find: /^flag-webhooks\/postgres$/, replacement: src("postgres/inbox.ts") },
+      { find: /^flag-webhooks\/otel$/, replacement: src("otel/index.ts") },
     ],
   },
   test: {

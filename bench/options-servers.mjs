@@ -73,6 +73,13 @@ const CASES = {
   "postgres-duplicate": async () => ({ inbox: await postgresInbox(`bench-${process.pid}`) }),
   // The inbox as a lease-based DedupeStore, as RedisDedupeStore.
   "postgres-store": async () => ({ dedupe: { store: await postgresInbox(`bench-${process.pid}`), ttl: TTL } }),
+  // @opentelemetry/api installed, no SDK registered: the library instrumented, the app not.
+  "otel-api": async () => ({ telemetry: (await import(distUrl("otel.js"))).openTelemetry() }),
+  // The SDK registered globally (context manager, propagator, batch span processor, metric reader).
+  "otel-sdk": async () => {
+    (await import("./otel-sdk.mjs")).otelSdk({ register: true });
+    return { telemetry: (await import(distUrl("otel.js"))).openTelemetry() };
+  },
 };
 
 const name = process.argv[2];

@@ -8,7 +8,10 @@
 // DedupeStore) run on a PostgreSQL started here through the tests' launcher (loaded with tsx),
 // their round trips counted as the statements the receiver's pg clients send.
 //
-//   node bench/options.mjs                  # ~3 min
+// The telemetry cases (issue 18): `telemetry: openTelemetry()` with @opentelemetry/api and no SDK
+// registered, and with the SDK registered (spans and metrics to exporters that drop them).
+//
+//   node bench/options.mjs                  # ~4 min
 //   BENCH_QUICK=1 node bench/options.mjs    # smoke run
 //
 // Env: FLAG_WEBHOOKS_DIST, BENCH_HTTP_DURATION, BENCH_HTTP_WARMUP, BENCH_HTTP_CONNECTIONS,
@@ -75,6 +78,12 @@ const ALL_CASES = [
     name: "`dedupe` on `PostgresInbox` as a `DedupeStore` (pg Pool), new id each request",
     postgres: 2,
   },
+  {
+    id: "otel-api",
+    name: "`telemetry: openTelemetry()`, `@opentelemetry/api` without an SDK",
+    target: 0.98,
+  },
+  { id: "otel-sdk", name: "`telemetry: openTelemetry()` with the SDK (batch span processor, metric reader)" },
 ];
 const only = process.env.BENCH_OPTIONS_CASES?.split(",").map((id) => id.trim());
 if (only?.some((id) => !ALL_CASES.some((c) => c.id === id))) {
@@ -335,6 +344,16 @@ const IN_PROCESS = [
     duplicate: true,
     options: (m) => memoryDedupe(m),
   },
+  {
+    id: "otel-api",
+    name: "`telemetry: openTelemetry()`, `@opentelemetry/api` without an SDK",
+    options: (_m, otel) => ({ telemetry: otel.openTelemetry() }),
+  },
+  {
+    id: "otel-sdk",
+    name: "`telemetry: openTelemetry()` with the SDK (batch span processor, metric reader), not registered globally",
+    options: (_m, otel, sdk) => ({ telemetry: otel.openTelemetry(sdk.otelSdk()) }),
+  },
 ];
 // Full (maxKeys ids), as after running a while: every new id evicts the oldest.
 function memoryDedupe({ MemoryDedupeStore }) {
@@ -349,11 +368,13 @@ const IN_ROUNDS = QUICK ? 5 : 81;
 async function inProcess() {
   const { webhookHandler } = await import(distUrl("fetch.js"));
   const library = await import(distUrl("index.js"));
+  const otel = await import(distUrl("otel.js"));
+  const sdk = await import("./otel-sdk.mjs");
   const handlers = IN_PROCESS.map((c) => {
     let handled = 0;
     const handler = webhookHandler({
       secret: SECRET,
-      ...c.options(library),
+      ...c.options(library, otel, sdk),
       onEvent() {
         handled++;
       },
@@ -406,7 +427,7 @@ const coreRows = core.map((c) => {
 // The options' own work, in tight loops (stable even on a busy machine): what maxAge adds is
 // parsing createdAt (Date.parse) and two comparisons; what memory dedupe adds is a claim and a
 // completion on the store (full, so each new id evicts the oldest), or one claim for a duplicate.
-function ownWork({ MemoryDedupeStore }) {
+function ownWork({ MemoryDedupeStore }, { openTelemetry }) {
   const N = QUICK ? 50_000 : 500_000;
   const loop = (fn) => {
     fn(N / 10); // warm-up
@@ -439,14 +460,20 @@ function ownWork({ MemoryDedupeStore }) {
   const duplicate = loop((n) => {
     for (let i = 0; i < n; i++) sink += store.claim("evt_duplicate", 60_000) === "done" ? 1 : 0;
   });
+  // What the receiver asks of openTelemetry() per delivery when no SDK is registered.
+  const telemetry = openTelemetry();
+  const noSdk = loop((n) => {
+    for (let i = 0; i < n; i++) sink += telemetry.delivery() === undefined ? 1 : 0;
+  });
   if (sink === 0) throw new Error("the loops did nothing");
   return [
     ["`maxAge`: `Date.parse(createdAt)` and the window check", parse],
     ["`MemoryDedupeStore` (full): claim + complete of a new id", Math.max(0, newId - fresh)],
     ["`MemoryDedupeStore` (full): claim of a done id (duplicate)", duplicate],
+    ["`openTelemetry().delivery()` with no SDK registered (it answers `undefined`)", noSdk],
   ];
 }
-const own = ownWork(await import(distUrl("index.js")));
+const own = ownWork(await import(distUrl("index.js")), await import(distUrl("otel.js")));
 const ownRows = own.map(([name, ns]) => {
   const share = ns / 1000 / httpCpu;
   return [name, fmt(ns, 0), `${fmt(100 * share, 2)}%`];

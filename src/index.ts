@@ -49,4 +49,5 @@ export {
   type VerifyOptions,
   verifySignature,
 } from "./signature.js";
+export type { DeliveryTelemetry, QueueTelemetry, StoreOperation, Telemetry } from "./telemetry.js";
 export { type VerifyEventOptions, verifyEvent } from "./verify-event.js";

@@ -5,6 +5,7 @@ import type { WebhookEvent } from "./events.js";
 import { parseLimit } from "./limit.js";
 import type { Payload } from "./payload.js";
 import { assertSecret, type Secret } from "./signature.js";
+import type { DeliveryTelemetry, Telemetry } from "./telemetry.js";
 import { isMissing, missingSignature, verifiedEvent } from "./verify-event.js";
 
 const utf8 = new TextEncoder();
@@ -79,6 +80,11 @@ export interface ReceiverOptions {
    * fails closed.
    */
   now?: () => number;
+  /**
+   * Traces and metrics of every delivery: `openTelemetry()` from `flag-webhooks/otel`, or any
+   * {@link Telemetry}. Off by default, and then it costs nothing.
+   */
+  telemetry?: Telemetry;
 }
 
 /**
@@ -141,10 +147,20 @@ export interface Accepted {
    * Tells the core how the handler ended: the final status of its answer, or `undefined` when it
    * failed without one (threw, cut the connection). The core decides: a 2xx marks the event id
    * handled, anything else releases the claim so a retry runs it. Adapters only report; call it
-   * once the handler finished, whatever the client did meanwhile. Never rejects; later calls do
-   * nothing.
+   * once the handler finished, whatever the client did meanwhile, with what it threw if it threw.
+   * Never rejects; later calls do nothing.
    */
-  settle(status: number | undefined): Promise<void>;
+  settle(status: number | undefined, error?: unknown): Promise<void>;
+  /**
+   * With `telemetry` only: runs the handler (the adapter's `next()`) inside the delivery's trace
+   * context, so its own spans nest under the delivery's. Absent otherwise: call the handler.
+   */
+  run?<T>(handler: () => T): T;
+  /**
+   * With `telemetry` only: remembers what the handler threw, for an adapter whose `settle` comes
+   * later from the wire (the answer the framework writes for the error).
+   */
+  fail?(error: unknown): void;
 }
 
 /** What an adapter tells the core about answers it writes itself. */
@@ -175,7 +191,7 @@ export interface NativeReply {
 /** The one decision-maker behind every adapter. */
 export interface Receiver<Context extends unknown[]> {
   /**
-   * Whether `settle` does anything (dedupe is on): adapters that hand the event on watch the
+   * Whether `settle` does anything (dedupe or telemetry is on): adapters that hand the event on watch the
    * downstream's outcome only then, so a receiver without dedupe pays nothing for it.
    */
   readonly settles: boolean;
@@ -228,7 +244,7 @@ export function createReceiver<Context extends unknown[]>(
   if (typeof options !== "object" || options === null) {
     throw new TypeError('flag-webhooks: options with a "secret" are required');
   }
-  const { secret, onVerified, onRejected, onEvent, onError = logError, now = Date.now } = options;
+  const { secret, onVerified, onRejected, onEvent, onError = logError, now = Date.now, telemetry } = options;
   assertSecret(secret);
   const limit = parseLimit(options.limit);
   const maxAge = options.maxAge === undefined ? undefined : parseDuration(options.maxAge, "maxAge");
@@ -240,6 +256,9 @@ export function createReceiver<Context extends unknown[]>(
     if (hook !== undefined && typeof hook !== "function") {
       throw new TypeError(`flag-webhooks: option "${name}" must be a function`);
     }
+  }
+  if (telemetry !== undefined && typeof telemetry?.delivery !== "function") {
+    throw new TypeError('flag-webhooks: option "telemetry" must be a Telemetry, such as openTelemetry()');
   }
   const dedupe = options.dedupe === undefined ? undefined : dedupeOptions(options.dedupe, maxAge);
   const { native, answered, watch } = hooks;
@@ -259,21 +278,57 @@ export function createReceiver<Context extends unknown[]>(
       // An onError that throws has nowhere left to report to.
     }
   }
-  function refuse(error: unknown, context: Context): Answer {
+  function refuse(error: unknown, context: Context, record?: DeliveryTelemetry): Answer {
     const answer = errorResponse(error);
     if (!(error instanceof WebhookError)) report(error, context);
     else if (onRejected) tell(context, () => onRejected(error));
+    record?.end(error instanceof WebhookError ? error.code : "handler_error", answer.status);
     return answer;
   }
 
-  async function accept(delivery: Delivery, ...context: Context): Promise<Accepted | Answer> {
+  /** A recorder for one delivery, whose failures are reported and change no answer. */
+  function recorder(context: Context): DeliveryTelemetry | undefined {
+    let record: DeliveryTelemetry | undefined;
+    try {
+      record = (telemetry as Telemetry).delivery();
+    } catch (error) {
+      report(error, context);
+    }
+    if (!record) return undefined;
+    const safe =
+      (name: "verified" | "store" | "handler" | "end") =>
+      (...args: unknown[]): void => {
+        try {
+          (record[name] as (...args: unknown[]) => void)(...args);
+        } catch (error) {
+          report(error, context);
+        }
+      };
+    return {
+      verified: safe("verified"),
+      store: safe("store"),
+      handler: safe("handler"),
+      end: safe("end"),
+      run: (handler) => record.run(handler),
+    };
+  }
+
+  function accept(delivery: Delivery, ...context: Context): Promise<Accepted | Answer> {
+    return acceptWith(delivery, context, telemetry && recorder(context));
+  }
+
+  async function acceptWith(
+    delivery: Delivery,
+    context: Context,
+    record: DeliveryTelemetry | undefined,
+  ): Promise<Accepted | Answer> {
     let event: WebhookEvent;
     try {
-      event = await verifiedDelivery(delivery, context);
+      event = await verifiedDelivery(delivery, context, record);
     } catch (error) {
-      return refuse(error, context);
+      return refuse(error, context, record);
     }
-    if (!dedupe) return { event, settle: settled };
+    if (!dedupe) return record ? watched(recorded(event, record, settled), context) : { event, settle: settled };
 
     const { store, ttl, inFlightTtl, timeout, failOpen } = dedupe;
     const id = event.id;
@@ -292,38 +347,96 @@ export function createReceiver<Context extends unknown[]>(
         );
       }
     } catch (cause) {
+      record?.store("claim", since(claimedAt));
       report(cause, context);
-      if (failOpen) return { event, settle: settled };
+      if (failOpen) return record ? watched(recorded(event, record, settled), context) : { event, settle: settled };
       return refuse(
         new WebhookError("store_unavailable", "the dedupe store is unavailable; retry later", { cause }),
         context,
+        record,
       );
     }
-    if (claim === "done") return duplicate();
+    record?.store("claim", since(claimedAt));
+    if (claim === "done") {
+      record?.end("duplicate", 204);
+      return duplicate();
+    }
     if (claim === "in_flight") {
       return refuse(
         new WebhookError("delivery_in_progress", `event ${id} is being handled by another delivery; retry later`),
         context,
+        record,
       );
     }
-    let once = false;
-    const accepted: Accepted = {
-      event,
-      settle(status) {
-        if (once) return settled();
-        once = true;
-        if (isSuccess(status)) return persist(() => store.complete(id, ttl), timeout, context);
-        // A failure after the lease ran out releases nothing: the claim has lapsed, and the id
-        // may now be held by a copy that arrived meanwhile, whose claim must stand.
-        if (performance.now() - claimedAt >= inFlightTtl) return settled();
-        return quietly(() => store.release(id), context);
-      },
+    const finish = (status: number | undefined): Promise<void> => {
+      if (isSuccess(status)) return persist(() => store.complete(id, ttl), timeout, context, record);
+      // A failure after the lease ran out releases nothing: the claim has lapsed, and the id
+      // may now be held by a copy that arrived meanwhile, whose claim must stand.
+      if (performance.now() - claimedAt >= inFlightTtl) return settled();
+      return quietly(() => store.release(id), context, record);
     };
+    if (record) return watched(recorded(event, record, finish), context);
+    let once = false;
+    return watched(
+      {
+        event,
+        settle(status) {
+          if (once) return settled();
+          once = true;
+          return finish(status);
+        },
+      },
+      context,
+    );
+  }
+
+  /** Hands an accepted delivery that settles something to an adapter that watches the wire. */
+  function watched(accepted: Accepted, context: Context): Accepted {
     watch?.(accepted, ...context);
     return accepted;
   }
 
-  async function verifiedDelivery(delivery: Delivery, context: Context): Promise<WebhookEvent> {
+  /**
+   * An accepted delivery whose telemetry is on: the handler runs in its context, and settling
+   * tells the recorder how long the handler took, what it threw, and the delivery's outcome, once
+   * the store has marked or released the id.
+   */
+  function recorded(
+    event: WebhookEvent,
+    record: DeliveryTelemetry,
+    finish: (status: number | undefined) => Promise<void>,
+  ): Accepted {
+    const began = performance.now();
+    let once = false;
+    let thrown: unknown;
+    return {
+      event,
+      run: (handler) => record.run(handler),
+      fail(error) {
+        thrown = error;
+      },
+      async settle(status, error = thrown) {
+        if (once) return;
+        once = true;
+        record.handler(since(began), error);
+        if (finish !== settled) await finish(status);
+        const known = error instanceof WebhookError ? error : undefined;
+        if (isSuccess(status)) record.end("handled", status);
+        // A handler that threw was answered with its WebhookError's status, or 500.
+        else
+          record.end(
+            known?.code ?? "handler_error",
+            status ?? known?.status ?? (error === undefined ? undefined : 500),
+          );
+      },
+    };
+  }
+
+  async function verifiedDelivery(
+    delivery: Delivery,
+    context: Context,
+    record?: DeliveryTelemetry,
+  ): Promise<WebhookEvent> {
     if (delivery.method !== "POST") {
       throw new WebhookError(
         "method_not_allowed",
@@ -338,21 +451,30 @@ export function createReceiver<Context extends unknown[]>(
     if (payload.byteLength > limit) throw payloadTooLarge(limit);
     // Signature first, always: a stale *and* forged delivery is invalid_signature.
     const { event, secretIndex } = await verifiedEvent(secret, payload, signature);
+    record?.verified(event, secretIndex);
     if (onVerified) tell(context, () => onVerified(event, { secretIndex }));
     if (maxAge !== undefined) checkAge(event.createdAt, maxAge, clock(now));
     return event;
   }
 
   async function handle(delivery: Delivery, ...context: Context): Promise<Answer | NativeReply | undefined> {
-    const accepted = await accept(delivery, ...context);
+    const accepted = await acceptWith(delivery, context, telemetry && recorder(context));
     if (!("event" in accepted)) return accepted;
-    // An adapter that watches the wire settles with the status it sends; the others are told here.
-    const settle = watch ? settled : accepted.settle;
+    // An adapter that watches the wire settles with the status it sends (told here only what the
+    // handler threw, for telemetry); the others are told here.
+    const settle = watch
+      ? (_status: number | undefined, error?: unknown) => {
+          if (error !== undefined) accepted.fail?.(error);
+          return settled();
+        }
+      : accepted.settle;
     let value: unknown;
     try {
-      value = await onEvent?.(accepted.event, ...context);
+      value = await (accepted.run
+        ? accepted.run(() => onEvent?.(accepted.event, ...context))
+        : onEvent?.(accepted.event, ...context));
     } catch (error) {
-      await settle(undefined);
+      await settle(undefined, error);
       // A WebhookError keeps its own answer (a queue hand-off's store_unavailable, say); anything
       // else is reported, and the client gets the generic handler_error: the handler's own
       // message may hold internals.
@@ -385,12 +507,14 @@ export function createReceiver<Context extends unknown[]>(
   }
 
   /** Runs a store operation whose failure must not change the answer (it is reported instead). */
-  async function quietly(operation: () => unknown, context: Context): Promise<void> {
+  async function quietly(operation: () => unknown, context: Context, record?: DeliveryTelemetry): Promise<void> {
+    const began = record ? performance.now() : 0;
     try {
       await withTimeout(operation(), dedupe?.timeout ?? DEFAULT_STORE_TIMEOUT);
     } catch (error) {
       report(error, context);
     }
+    record?.store("release", since(began));
   }
 
   /**
@@ -398,16 +522,24 @@ export function createReceiver<Context extends unknown[]>(
    * mid-handler, say): the handler ran, so giving up leaves the id claimed until its lease ends,
    * and a copy delivered after that would run it again. What still fails is reported.
    */
-  async function persist(operation: () => unknown, budget: number, context: Context): Promise<void> {
-    const deadline = performance.now() + budget;
+  async function persist(
+    operation: () => unknown,
+    budget: number,
+    context: Context,
+    record?: DeliveryTelemetry,
+  ): Promise<void> {
+    const began = performance.now();
+    const deadline = began + budget;
     for (let attempt = 0; ; attempt++) {
       const left = deadline - performance.now();
       try {
         await withTimeout(operation(), Math.max(1, left));
+        record?.store("complete", since(began));
         return;
       } catch (error) {
         const pause = Math.min(25 * 2 ** attempt, 250);
         if (deadline - performance.now() <= pause) {
+          record?.store("complete", since(began));
           report(error, context);
           return;
         }
@@ -425,7 +557,7 @@ export function createReceiver<Context extends unknown[]>(
     }
   }
 
-  return { settles: dedupe !== undefined, accept, verify, handle };
+  return { settles: dedupe !== undefined || telemetry !== undefined, accept, verify, handle };
 }
 
 function dedupeOptions(dedupe: DedupeOptions, maxAge: number | undefined) {
@@ -461,6 +593,8 @@ function dedupeOptions(dedupe: DedupeOptions, maxAge: number | undefined) {
 }
 
 const settled = (): Promise<void> => Promise.resolve();
+/** Seconds since a `performance.now()` reading, as telemetry reports durations. */
+const since = (began: number): number => (performance.now() - began) / 1000;
 const NO_CONTENT: Answer = { status: 204, headers: {}, body: null, close: false };
 
 /** Whether a handler's final answer means the event was handled: 2xx, and nothing else. */

@@ -176,6 +176,21 @@ describe("the packed package", () => {
     });
   });
 
+  it("loads the otel entry, through import and require, once @opentelemetry/api (its optional peer) is installed", () => {
+    // Every test above ran without @opentelemetry/api in the consumer's node_modules: the core
+    // and the other entries never load it. Here the consumer installs the API, and no SDK.
+    const linked = join(project, "node_modules/@opentelemetry/api");
+    if (!existsSync(linked)) {
+      mkdirSync(join(project, "node_modules/@opentelemetry"), { recursive: true });
+      symlinkSync(join(root, "node_modules/@opentelemetry/api"), linked, "dir");
+    }
+    expect(run(process.execPath, ["otel.mjs", args])).toEqual({
+      esm: ["openTelemetry"],
+      cjs: ["openTelemetry"],
+      statuses: [204, 401],
+    });
+  });
+
   it("loads the postgres entry, through import and require, with neither pg nor postgres installed", () => {
     // The entry recognises a client by its shape and imports no Postgres package.
     expect(existsSync(join(project, "node_modules/pg"))).toBe(false);

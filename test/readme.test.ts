@@ -19,6 +19,7 @@ const entries = [
   "src/dynamodb/index.ts",
   "src/cloudflare/index.ts",
   "src/postgres/inbox.ts",
+  "src/otel/index.ts",
 ];
 
 /** Names an entry exports, values and types, read from its source. */

@@ -80,7 +80,8 @@ export function webhookMiddleware<
       return;
     }
     (req as IncomingMessage as WebhookRequest).webhookEvent = accepted.event;
-    next();
+    if (accepted.run) accepted.run(next);
+    else next();
   };
 }
 

@@ -25,7 +25,7 @@ const FIX =
 /**
  * Verifies a fetch-style Request (Next.js route handlers, Hono's `c.req.raw`, Bun, Deno,
  * Cloudflare Workers) and returns its typed event. Throws {@link WebhookError}. Takes the
- * receiver's options but `dedupe`, which needs to know when a handler finished: use
+ * receiver's options but `dedupe` and `telemetry`, which need to know when a handler finished: use
  * {@link webhookHandler} for that.
  *
  * @example
@@ -41,8 +41,11 @@ const FIX =
  * }
  * ```
  */
-export async function verifyRequest(request: Request, options: Omit<ReceiverOptions, "dedupe">): Promise<WebhookEvent> {
-  return createReceiver({ ...options, dedupe: undefined }).verify(deliveryOf(request));
+export async function verifyRequest(
+  request: Request,
+  options: Omit<ReceiverOptions, "dedupe" | "telemetry">,
+): Promise<WebhookEvent> {
+  return createReceiver({ ...options, dedupe: undefined, telemetry: undefined }).verify(deliveryOf(request));
 }
 
 /**

@@ -71,14 +71,14 @@ export function webhookMiddleware<E extends Env = {}>(options: HonoWebhookOption
     if (!("event" in accepted)) return toResponse(accepted);
     c.set("webhookEvent", accepted.event);
     try {
-      await next();
+      await (accepted.run ? accepted.run(next) : next());
     } catch (error) {
-      await accepted.settle(undefined);
+      await accepted.settle(undefined, error);
       throw error;
     }
     // Hono catches what a handler throws, answers through app.onError, and keeps it on c.error; a
     // route that returned no Response leaves the context unfinalized, and Hono answers 500.
-    await accepted.settle(c.error === undefined && c.finalized ? c.res.status : undefined);
+    await accepted.settle(c.error === undefined && c.finalized ? c.res.status : undefined, c.error);
   };
 }
 

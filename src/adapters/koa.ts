@@ -87,8 +87,9 @@ export function webhookMiddleware<Ctx extends KoaLikeContext = KoaLikeContext>(
     }
     ctx.state.webhookEvent = accepted.event;
     try {
-      await next();
+      await (accepted.run ? accepted.run(next) : next());
     } catch (error) {
+      accepted.fail?.(error);
       settleIfUnwritten(ctx, undefined);
       throw error;
     }

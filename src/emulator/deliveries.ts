@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { SIGNATURE_HEADER, sign } from "../signature.js";
 import type { StoredWebhook } from "./store.js";
 
@@ -203,7 +203,9 @@ export class Sender {
     try {
       const response = await fetch(delivery.url, {
         method: "POST",
-        headers: delivery.request.headers,
+        // W3C Trace Context: every attempt of a delivery in one trace (its id derived from the
+        // delivery's, so a restored delivery keeps it), a new parent span id per attempt (issue 18).
+        headers: { ...delivery.request.headers, traceparent: traceparent(delivery.id) },
         body: delivery.request.body,
         // A redirect is a failed attempt: the service posts to the registered URL only.
         redirect: "manual",
@@ -296,4 +298,10 @@ function describe(error: unknown, signal: AbortSignal, timeoutMs: number): strin
   }
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
+}
+
+/** A W3C `traceparent` for one attempt: the delivery's trace, a fresh span id, sampled. */
+function traceparent(deliveryId: string): string {
+  const traceId = createHash("sha256").update(deliveryId).digest("hex").slice(0, 32);
+  return `00-${traceId}-${randomBytes(8).toString("hex")}-01`;
 }

@@ -35,7 +35,7 @@ export function settleOnAnswer(res: ServerResponse, accepted: Accepted): void {
   } as ServerResponse["end"];
   res.destroy = function destroy_(this: ServerResponse, error?: Error) {
     restore();
-    void accepted.settle(undefined);
+    void accepted.settle(undefined, error);
     return destroy.call(this, error);
   };
 }

@@ -8,6 +8,8 @@ import { parseDuration, TIMER_MAX } from "../delivery/max-age.js";
 import { WebhookError } from "../errors.js";
 import { validateParsedEvent, type WebhookEvent } from "../events.js";
 import type { WebhookReply } from "../receiver.js";
+import type { QueueTelemetry } from "../telemetry.js";
+import { isQueueTelemetry, processTraced, withTraceContext } from "./trace.js";
 
 /** The queue {@link enqueueTo} adds jobs to: a BullMQ `Queue` (any data type). */
 export type EventQueue = Pick<Queue, "add" | "defaultJobOptions">;
@@ -40,6 +42,12 @@ export interface EnqueueOptions {
    * unbounded `queue.add` could outlast the sender's own timeout.)
    */
   timeout?: number | string;
+  /**
+   * Carries the trace context of the delivery with each job (`openTelemetry()` from
+   * `flag-webhooks/otel`), in the job's options (`opts.telemetry.metadata`): `job.data` stays the
+   * event. {@link processEvents} with the same option continues the trace.
+   */
+  telemetry?: QueueTelemetry;
 }
 
 /** The job options {@link enqueueTo} sets unless the queue or the caller sets them. */
@@ -101,9 +109,11 @@ export function enqueueTo(
   const scope = options.scope === undefined ? undefined : checkScope(options.scope, "enqueueTo");
   const { jobId: _ignored, ...job } = (options.job ?? {}) as JobsOptions;
   const jobOptions: JobsOptions = { ...DEFAULT_JOB_OPTIONS, ...queue.defaultJobOptions, ...job };
+  const { telemetry } = options;
 
   return async function enqueueEvent(event) {
-    const added = queue.add(event.type, event, { ...jobOptions, jobId: eventJobId(event.id, scope) });
+    const opts: JobsOptions = { ...jobOptions, jobId: eventJobId(event.id, scope) };
+    const added = queue.add(event.type, event, telemetry ? withTraceContext(telemetry, opts) : opts);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const expired = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`Redis did not acknowledge the job within ${timeout} ms`)), timeout);
@@ -122,7 +132,7 @@ export function enqueueTo(
 }
 
 /** Options of {@link processEvents}: BullMQ's `WorkerOptions` plus the queue name and handler. */
-export interface ProcessEventsOptions extends WorkerOptions {
+export interface ProcessEventsOptions extends Omit<WorkerOptions, "telemetry"> {
   /** The queue's name, as given to `new Queue(name)` on the receiving side. */
   queue: string;
   /** Redis, as BullMQ takes it: connection options or an ioredis instance. */
@@ -134,6 +144,12 @@ export interface ProcessEventsOptions extends WorkerOptions {
    * error. Throw BullMQ's `UnrecoverableError` to fail at once, without retries.
    */
   onEvent: (event: WebhookEvent, job: EventJob) => unknown;
+  /**
+   * Runs each job in a span (`flag-webhooks.process`) of the trace its delivery began, every
+   * retry included: `openTelemetry()` from `flag-webhooks/otel`, as given to {@link enqueueTo}.
+   * BullMQ's own telemetry (`bullmq-otel`) is passed on to the Worker as before.
+   */
+  telemetry?: QueueTelemetry | WorkerOptions["telemetry"];
 }
 
 /**
@@ -156,7 +172,10 @@ export interface ProcessEventsOptions extends WorkerOptions {
  * ```
  */
 export function processEvents(options: ProcessEventsOptions): Worker<WebhookEvent> {
-  const { queue, onEvent, ...workerOptions } = options ?? ({} as ProcessEventsOptions);
+  const { queue, onEvent, telemetry, ...rest } = options ?? ({} as ProcessEventsOptions);
+  const traced = isQueueTelemetry(telemetry) ? telemetry : undefined;
+  const workerOptions: WorkerOptions =
+    traced || telemetry === undefined ? rest : { ...rest, telemetry: telemetry as WorkerOptions["telemetry"] };
   if (typeof queue !== "string" || queue === "") {
     throw new TypeError('flag-webhooks: option "queue" must be the name of the BullMQ queue');
   }
@@ -166,7 +185,8 @@ export function processEvents(options: ProcessEventsOptions): Worker<WebhookEven
     async function processEvent(job) {
       // Only enqueueTo should feed this queue, but anything may add a job to it: its data is
       // validated by the receiver's own parser, and an invalid job fails at once, not retried.
-      return onEvent(jobEvent(job), job);
+      const event = jobEvent(job);
+      return traced ? processTraced(traced, job, async () => onEvent(event, job)) : onEvent(event, job);
     },
     workerOptions,
   );

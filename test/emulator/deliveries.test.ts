@@ -228,6 +228,28 @@ describe("the emulator's retry policy", () => {
     expect((started[2] ?? 0) - (started[1] ?? 0)).toBeGreaterThanOrEqual(79);
   });
 
+  it("sends a W3C traceparent: one trace for every attempt of a delivery, a new span id per attempt (issue 18)", async () => {
+    const { app, emulator } = await setup({ retry: { initialDelayMs: 5, attempts: 3 } }, (n) => (n <= 2 ? 503 : 204), {
+      events: ["flag.updated"],
+    });
+    await api(emulator, "POST", "/flags", { key: "f", type: "boolean" });
+    await api(emulator, "PATCH", "/flags/f", { environment: "staging", on: true });
+    await api(emulator, "PATCH", "/flags/f", { environment: "staging", on: false });
+    await emulator.settled();
+    const parents = app.requests.map((r) => String(r.headers.traceparent));
+    for (const parent of parents) expect(parent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    const traceOf = (parent: string) => parent.split("-")[1];
+    const bodies = app.requests.map((r) => JSON.parse(r.body).id as string);
+    // Per delivery (event id), one trace id over its attempts, and a span id per attempt.
+    const traces = new Map<string, Set<string>>();
+    for (const [i, id] of bodies.entries()) {
+      traces.set(id, (traces.get(id) ?? new Set()).add(traceOf(parents[i] as string) as string));
+    }
+    expect([...traces.values()].map((set) => set.size)).toEqual([1, 1]);
+    expect(new Set([...traces.values()].map((set) => [...set][0])).size).toBe(2);
+    expect(new Set(parents).size).toBe(parents.length);
+  });
+
   it("gives up after the configured number of attempts", async () => {
     const { app, emulator } = await setup({ retry: { initialDelayMs: 5, attempts: 4 } }, () => 503, {
       events: ["flag.updated"],
