@@ -146,7 +146,7 @@ describe.skipIf(!availability.available)("PostgresInbox through crashes (real Po
     const everyOutput: string[] = [];
 
     try {
-      const ids = Array.from({ length: 40 }, () => `evt_${randomUUID()}`);
+      const ids: string[] = [];
       const tally: Tally = { statuses: new Map(), broken: 0 };
       let sending = true;
       let kills = 0;
@@ -173,14 +173,25 @@ describe.skipIf(!availability.available)("PostgresInbox through crashes (real Po
           await sleep(100);
         }
       })();
-      await pool(ids, 6, async (id) => {
-        const text = body(id);
-        // Two copies at the same moment, one to each receiver.
-        await Promise.all([
-          deliverUntilOk(() => (receivers[0] as Receiver).port, text, tally),
-          deliverUntilOk(() => (receivers[1] as Receiver).port, text, tally),
-        ]);
+      let killed = false;
+      void killer.finally(() => {
+        killed = true;
       });
+      // Traffic goes on, in batches, until at least 40 events went out and the killer is done
+      // (bounded: a loaded machine may run the handlers slower than the kills need).
+      const deadline = Date.now() + 40_000;
+      while ((ids.length < 40 || !killed) && Date.now() < deadline) {
+        const batch = Array.from({ length: 6 }, () => `evt_${randomUUID()}`);
+        ids.push(...batch);
+        await pool(batch, 6, async (id) => {
+          const text = body(id);
+          // Two copies at the same moment, one to each receiver.
+          await Promise.all([
+            deliverUntilOk(() => (receivers[0] as Receiver).port, text, tally),
+            deliverUntilOk(() => (receivers[1] as Receiver).port, text, tally),
+          ]);
+        });
+      }
       sending = false;
       await killer;
 
