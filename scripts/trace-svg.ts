@@ -1,4 +1,4 @@
-// Draws docs/otel-trace.svg, the README's picture of one trace, from spans the OpenTelemetry SDK
+// Draws docs/otel-trace.svg, the picture of one trace in docs/observability.md, from spans the OpenTelemetry SDK
 // really exported: `npx tsx scripts/trace-svg.ts` (needs redis-server). A sender posts a signed
 // delivery with a W3C traceparent (as the emulator does), an Express receiver with
 // `telemetry: openTelemetry()` hands it to BullMQ with enqueueTo, and processEvents runs it in a

@@ -219,7 +219,7 @@ describe.skipIf(!availability.available)("BullMQ queue hand-off (real redis-serv
     await until(() => doneCount("flaky_1") === 1, 15_000, "flaky_1 to succeed on its third attempt");
     const starts = workers.flatMap((worker) => worker.lines.filter((line) => line.startsWith("start flaky_1 ")));
     expect(starts.map((line) => line.split(" ")[3]).sort()).toEqual(["0", "1", "2"]);
-    // A failed job is re-run from the failed set with job.retry(), as the README shows.
+    // A failed job is re-run from the failed set with job.retry(), as docs/queues.md shows.
     const startsOf = () => workers.flatMap((w) => w.lines.filter((line) => line.startsWith("start fail_1 "))).length;
     expect(startsOf()).toBe(3);
     await failed?.retry();

@@ -304,7 +304,7 @@ describe("verifyEvent", () => {
     // Buffer#toString keeps the mark, so the string's UTF-8 bytes are the signed bytes.
     expect(await verifyEvent({ secret, payload: payload.toString("utf8"), signature: signed })).toEqual(base);
     // The signature covers the mark: the body without it is another body, which is what fetch's
-    // request.text() hands over (the README says to pass request.arrayBuffer() instead).
+    // request.text() hands over (docs/core.md says to pass request.arrayBuffer() instead).
     expect((await refusal({ secret, payload: body, signature: signed })).code).toBe("invalid_signature");
     const request = () => new Request("https://example.test/", { method: "POST", body: new Uint8Array(payload) });
     const text = await request().text();

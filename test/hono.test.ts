@@ -121,7 +121,7 @@ function app(): Hono {
     return c.json({ error: "unprocessable" }, 422);
   });
   app.post("/json", async (c) => c.json(await c.req.json()));
-  // The README's way to get our 405 for other methods: app.all instead of app.post.
+  // docs/hono.md's way to get our 405 for other methods: app.all instead of app.post.
   app.all("/all", webhookMiddleware({ secret }), (c) => c.body(null, 204));
   app.onError((error, c) => (error instanceof HTTPException ? error.getResponse() : c.text("application error", 500)));
   return app;

@@ -452,9 +452,9 @@ describe.skipIf(skip !== undefined)("PostgresInbox when Postgres is slower than 
 });
 
 // ---------------------------------------------------------------------------------------------
-// Each client: postgres.js, one pg Client, and the Drizzle and Kysely recipes of the README.
+// Each client: postgres.js, one pg Client, and the Drizzle and Kysely recipes of docs/postgres.md.
 
-/** The README's Drizzle recipe: an InboxClient over a Drizzle database on node-postgres. */
+/** The Drizzle recipe of docs/postgres.md: an InboxClient over a Drizzle database on node-postgres. */
 function drizzleInbox(pool: pg.Pool) {
   const db = drizzle(pool);
   type Tx = Parameters<Parameters<typeof db.transaction>[0]>[0];
@@ -470,7 +470,7 @@ function drizzleInbox(pool: pg.Pool) {
   return client;
 }
 
-/** The README's Kysely recipe: an InboxClient over a Kysely database. */
+/** The Kysely recipe of docs/postgres.md: an InboxClient over a Kysely database. */
 function kyselyInbox(pool: pg.Pool) {
   const db = new Kysely<{ effects: { event_id: string; note: string | null } }>({
     dialect: new PostgresDialect({ pool }),

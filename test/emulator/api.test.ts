@@ -4,7 +4,7 @@ import { call } from "./helpers.js";
 
 // The emulated API against the interface document, section by section, over real HTTP.
 // Where the document says "not shown", the expected answers are the emulator's documented
-// choices (README, "Local development").
+// choices (docs/emulator.md, "Local development").
 
 let emulator: Emulator;
 let clock = new Date("2026-01-01T00:00:00.000Z");

@@ -282,7 +282,7 @@ describe.skipIf(!available)("the emulator's page in chromium", () => {
     await expect.poll(() => page.locator("#webhooks li").count()).toBe(2);
     expect(await page.locator("#webhooks").textContent()).not.toContain("whsec_");
 
-    // The picture for the README: the page after a few changes, one delivery opened.
+    // The picture for docs/emulator.md: the page after a few changes, one delivery opened.
     await page.getByRole("button", { name: "Hide" }).click();
     await page
       .locator("li", { hasText: "localhost:3999" })

@@ -3,15 +3,12 @@ import { resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEmulator, type Emulator } from "../../src/emulator/index.js";
 
-// The README's list of the emulator's routes (issue 16, item 12) against the emulator itself:
-// every row has one curl example, every example runs and answers the row's status, and on every
+// docs/emulator.md's list of the emulator's routes (issue 16, item 12; in the README until issue
+// 20) against the emulator itself: every row has one curl example, every example runs and answers the row's status, and on every
 // listed path the emulator allows exactly the listed methods.
 
-const readme = readFileSync(resolve(import.meta.dirname, "../../README.md"), "utf8");
-const section = readme.slice(
-  readme.indexOf("#### Routes"),
-  readme.indexOf("**Where the interface document is silent**"),
-);
+const page = readFileSync(resolve(import.meta.dirname, "../../docs/emulator.md"), "utf8");
+const section = page.slice(page.indexOf("### Routes"), page.indexOf("**Where the interface document is silent**"));
 
 interface Route {
   method: string;
@@ -53,7 +50,7 @@ beforeAll(async () => {
 });
 afterAll(() => emulator.close());
 
-describe("the README's list of the emulator's routes", () => {
+describe("docs/emulator.md's list of the emulator's routes", () => {
   it("lists routes, each with exactly one curl example", () => {
     expect(routes.length).toBeGreaterThanOrEqual(12);
     const listed = routes.map((r) => `${r.method} ${r.path}`).sort();
@@ -71,7 +68,7 @@ describe("the README's list of the emulator's routes", () => {
     const vars = (name: string): string => {
       if (name === "DELIVERY") return emulator.deliveries()[0]?.id ?? "";
       const value = values.get(name);
-      if (value === undefined) throw new Error(`the README's example uses $${name}, which it does not set`);
+      if (value === undefined) throw new Error(`docs/emulator.md's example uses $${name}, which it does not set`);
       return value;
     };
     for (const [name, raw] of assignments) {
@@ -92,7 +89,7 @@ describe("the README's list of the emulator's routes", () => {
           headers.set(name as string, rest.join(":").trim());
         } else if (arg === "-d") body = args[++i];
         else if (arg === "-N") continue;
-        else if (arg.startsWith("-")) throw new Error(`unexpected curl option ${arg} in the README`);
+        else if (arg.startsWith("-")) throw new Error(`unexpected curl option ${arg} in docs/emulator.md`);
         else url = arg;
       }
       expect(`${method} ${url.replace(origin, "")}`).toMatch(
