@@ -16,7 +16,7 @@ const STATUS = {
   store_unavailable: 503,
 } as const;
 
-/** The machine-readable reason a delivery was refused; see the README's error table. */
+/** The machine-readable reason a delivery was refused; see docs/errors.md. */
 export type WebhookErrorCode = keyof typeof STATUS;
 
 /**

@@ -10,7 +10,7 @@ import { isMissing, missingSignature, verifiedEvent } from "./verify-event.js";
 
 const utf8 = new TextEncoder();
 
-/** Dedupe by event id: see the README's "Delivery guarantees". */
+/** Dedupe by event id: see docs/delivery.md. */
 export interface DedupeOptions {
   /** Where handled ids are kept: a {@link MemoryDedupeStore} for one process, a {@link RedisDedupeStore} for a fleet. */
   store: DedupeStore;

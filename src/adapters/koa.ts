@@ -43,8 +43,8 @@ const UNPARSED = Symbol.for("unparsedBody");
  * `next()`; with `dedupe`, a downstream that throws or answers anything but 2xx counts as a failed
  * handler (Koa answers 404 when no one sets a body or status).
  * A refused delivery gets its status and `{ "error": { "code", "message" } }` as `ctx.body`.
- * Mount it before any body parser: a parser's `rawBody` is decoded text, not the bytes (see the
- * README's Koa notes).
+ * Mount it before any body parser: a parser's `rawBody` is decoded text, not the bytes (see
+ * docs/koa.md).
  *
  * @example
  * ```ts

@@ -34,7 +34,7 @@ export interface OpenTelemetryOptions {
 /** What {@link openTelemetry} returns: the `telemetry` option of every adapter, `enqueueTo` and `processEvents`. */
 export interface OpenTelemetry extends Telemetry, QueueTelemetry {}
 
-/** The names of what is emitted, as the README's "Observability" table lists them. */
+/** The names of what is emitted, as docs/observability.md lists them. */
 const NAME = "flag-webhooks";
 const RECEIVE = "flag-webhooks.receive";
 const PROCESS = "flag-webhooks.process";

@@ -13,7 +13,7 @@ export type InboxRow = Record<string, unknown>;
 
 /**
  * Any other Postgres client, in two functions: an ORM or a driver the inbox does not know plugs in
- * through this (README: recipes for Drizzle and Kysely). `Tx` is what the handler gets as `tx`.
+ * through this (docs/postgres.md: recipes for Drizzle and Kysely). `Tx` is what the handler gets as `tx`.
  *
  * @example
  * ```ts
@@ -356,7 +356,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
 
   /**
    * Deletes this scope's expired ids (handled ids past `retention`, DedupeStore ids past their
-   * ttl, lapsed claims), in batches; resolves with how many. Schedule it (README: retention).
+   * ttl, lapsed claims), in batches; resolves with how many. Schedule it (docs/postgres.md: retention).
    *
    * @example
    * ```ts
