@@ -65,7 +65,8 @@ export class WebhookError<Code extends WebhookErrorCode = WebhookErrorCode> exte
   // On a subclass (`class QueueFull extends WebhookError`), `instanceof` is the usual prototype
   // check, and narrows to the subclass: only WebhookError itself answers by the brand.
   static override [Symbol.hasInstance]<T>(this: abstract new (...args: never[]) => T, value: unknown): value is T {
-    if ((this as unknown) !== WebhookError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    if ((WebhookError as unknown) !== WebhookError)
+      return Function.prototype[Symbol.hasInstance].call(WebhookError, value);
     return (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true;
   }
 }

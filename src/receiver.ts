@@ -190,11 +190,6 @@ export interface NativeReply {
 
 /** The one decision-maker behind every adapter. */
 export interface Receiver<Context extends unknown[]> {
-  /**
-   * Whether `settle` does anything (dedupe or telemetry is on): adapters that hand the event on watch the
-   * downstream's outcome only then, so a receiver without dedupe pays nothing for it.
-   */
-  readonly settles: boolean;
   /** Checks a request up to the handler: the event to hand on, or the answer to send now. */
   accept(delivery: Delivery, ...context: Context): Promise<Accepted | Answer>;
   /**
@@ -462,12 +457,14 @@ export function createReceiver<Context extends unknown[]>(
     if (!("event" in accepted)) return accepted;
     // An adapter that watches the wire settles with the status it sends (told here only what the
     // handler threw, for telemetry); the others are told here.
-    const settle = watch
-      ? (_status: number | undefined, error?: unknown) => {
-          if (error !== undefined) accepted.fail?.(error);
-          return settled();
-        }
-      : accepted.settle;
+    // (A delivery with nothing to settle, no dedupe and no telemetry, takes no closure.)
+    const settle =
+      watch && accepted.settle !== settled
+        ? (_status: number | undefined, error?: unknown) => {
+            if (error !== undefined) accepted.fail?.(error);
+            return settled();
+          }
+        : accepted.settle;
     let value: unknown;
     try {
       value = await (accepted.run
@@ -557,7 +554,7 @@ export function createReceiver<Context extends unknown[]>(
     }
   }
 
-  return { settles: dedupe !== undefined || telemetry !== undefined, accept, verify, handle };
+  return { accept, verify, handle };
 }
 
 function dedupeOptions(dedupe: DedupeOptions, maxAge: number | undefined) {

@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHmac, randomUUID } from "node:crypto";
 import { createServer as createHttpServer, type Server } from "node:http";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { build } from "esbuild";
@@ -11,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { webhookMiddleware } from "../src/adapters/express.js";
 import { PostgresInbox } from "../src/postgres/inbox.js";
 import { close, listen } from "./http.js";
+import { freePort } from "./support/free-port.js";
 import { type PostgresServer, postgresAvailability, startPostgres, stopPostgres } from "./support/postgres-server.js";
 
 // Exactly once through crashes, on a real PostgreSQL: receivers SIGKILLed mid-handler and
@@ -33,14 +33,6 @@ function body(id: string): string {
   });
 }
 const sign = (text: string) => createHmac("sha256", SECRET).update(text).digest("hex");
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** What the sender saw: answers by status, and broken connections. */
 interface Tally {

@@ -1,8 +1,6 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { createHmac } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import type { AddressInfo } from "node:net";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -11,6 +9,7 @@ import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildCases, type DeliveryCase, LIMIT, SECRET, SECRETS } from "./cases.js";
 import type { Answer, SuiteInput, SuiteResult, WireVector } from "./runtimes/runner.js";
+import { freePort } from "./support/free-port.js";
 import { vector, vectors } from "./vectors.js";
 
 // The fetch adapter and the core, built, in the runtimes users deploy them to: Bun, Deno, and
@@ -379,17 +378,6 @@ interface Served {
 interface Example {
   name: string;
   start(scratch: Scratch): Promise<Served>;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((ok, fail) => {
-    server.once("error", fail);
-    server.listen(0, "127.0.0.1", ok);
-  });
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((ok) => server.close(() => ok()));
-  return port;
 }
 
 async function readReply(response: {

@@ -1,9 +1,9 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { freePort } from "./free-port.js";
 
 /**
  * A real PostgreSQL server for the tests of flag-webhooks/postgres: Debian's `postgresql` package
@@ -44,14 +44,6 @@ export function postgresAvailability(): { available: true } | { available: false
   if (process.env.CI === "true") throw new Error(`${reason}. With CI=true this is a failure, not a skip.`);
   console.warn(`\n*** ${reason} ***\n`);
   return { available: false, reason };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 const isRoot = () => process.getuid?.() === 0;
