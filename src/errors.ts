@@ -65,8 +65,9 @@ export class WebhookError<Code extends WebhookErrorCode = WebhookErrorCode> exte
   // On a subclass (`class QueueFull extends WebhookError`), `instanceof` is the usual prototype
   // check, and narrows to the subclass: only WebhookError itself answers by the brand.
   static override [Symbol.hasInstance]<T>(this: abstract new (...args: never[]) => T, value: unknown): value is T {
-    if ((WebhookError as unknown) !== WebhookError)
-      return Function.prototype[Symbol.hasInstance].call(WebhookError, value);
+    // `this` is the class `instanceof` asks about, a subclass included: not WebhookError itself.
+    // biome-ignore lint/complexity/noThisInStatic: the subclass, not WebhookError, is wanted here.
+    if ((this as unknown) !== WebhookError) return Function.prototype[Symbol.hasInstance].call(this, value);
     return (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true;
   }
 }

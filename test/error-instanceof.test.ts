@@ -14,7 +14,7 @@ class QueueFull extends WebhookError<"store_unavailable"> {
 describe("instanceof a subclass of WebhookError", () => {
   it("is false for a plain WebhookError: `catch (e) { if (e instanceof QueueFull) … }` must not catch every refusal", () => {
     const refused = new WebhookError("invalid_signature", "Service-Signature does not match");
-    // Today: true, so an app's handler for its own error runs for every invalid signature.
+    // Before the fix: true, so an app's handler for its own error ran for every invalid signature.
     expect(refused instanceof QueueFull).toBe(false);
   });
 
