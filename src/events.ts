@@ -96,23 +96,65 @@ const KNOWN_TYPES: ReadonlySet<string> = new Set<WebhookEventType>([
 
 // createdAt is an "ISO 8601 UTC timestamp" (spec section 2): the extended date-time form with
 // seconds, an optional fraction, and a UTC designator: `Z`, or `+00:00`, which is the same zero
-// offset. Another offset is not UTC, and names an instant the spec does not promise.
-const TIMESTAMP = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?(?:Z|\+00:00)$/;
+// offset. Another offset is not UTC, and names an instant the spec does not promise. That is
+// `^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?(?:Z|\+00:00)$` with a real calendar date
+// and time, read here character by character: the regular expression and its captures cost
+// more than the rest of the event's validation together (every delivery takes this path).
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-type Fields = [year: number, month: number, day: number, hour: number, minute: number, second: number];
 
-/**
- * Whether `text` is a real UTC instant: the pattern alone lets through month 13, day 40,
- * 2026-02-30 (which Date.parse reads as 2 March) and second 60 (UTC leap seconds are not
- * representable in JavaScript's time value; Date.parse answers NaN).
- */
 function isUtcInstant(text: string): boolean {
-  const match = TIMESTAMP.exec(text);
-  if (!match) return false;
-  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as Fields;
-  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return false;
+  const year = digits(text, 0, 4);
+  const month = digits(text, 5, 2);
+  const day = digits(text, 8, 2);
+  const hour = digits(text, 11, 2);
+  const minute = digits(text, 14, 2);
+  const second = digits(text, 17, 2);
+  if (
+    text[4] !== "-" ||
+    text[7] !== "-" ||
+    text[10] !== "T" ||
+    text[13] !== ":" ||
+    text[16] !== ":" ||
+    // digits() is -1 for anything but ASCII digits, so each field is also known to be there.
+    year < 0 ||
+    month < 1 ||
+    month > 12 ||
+    day < 1 ||
+    hour < 0 ||
+    hour > 23 ||
+    minute < 0 ||
+    minute > 59 ||
+    second < 0 ||
+    second > 59
+  ) {
+    return false;
+  }
+  let at = 19;
+  if (text[at] === ".") {
+    const fraction = ++at;
+    while (isDigit(text.charCodeAt(at))) at++;
+    if (at === fraction) return false;
+  }
+  const zone = text.slice(at);
+  if (zone !== "Z" && zone !== "+00:00") return false;
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
   return day <= (month === 2 && leap ? 29 : (DAYS_IN_MONTH[month - 1] as number));
+}
+
+/** The number the `count` ASCII digits at `start` spell, or -1 if any of them is not one. */
+function digits(text: string, start: number, count: number): number {
+  let value = 0;
+  for (let at = start; at < start + count; at++) {
+    const code = text.charCodeAt(at);
+    if (!isDigit(code)) return -1;
+    value = value * 10 + code - 48;
+  }
+  return value;
+}
+
+/** Whether a UTF-16 code unit is an ASCII digit (NaN, past the end, is not). */
+function isDigit(code: number): boolean {
+  return code >= 48 && code <= 57;
 }
 
 // In a Unicode regular expression a surrogate pair is one code point, so this matches lone

@@ -226,6 +226,60 @@ describe("createdAt properties", () => {
     );
   });
 
+  it("accepts exactly the spec's grammar with a real date: any edit of a valid timestamp", () => {
+    // The reader goes character by character; the oracle is the grammar as a regular expression
+    // plus the JavaScript calendar. Edits draw from the characters the grammar is made of, so
+    // near-misses (a missing digit, a second dot, "+00:0", a letter for a digit) come up often.
+    const GRAMMAR = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?(?:Z|\+00:00)$/;
+    const real = (text: string) => {
+      const match = GRAMMAR.exec(text);
+      if (!match) return false;
+      const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as number[] as [
+        number,
+        number,
+        number,
+        number,
+        number,
+        number,
+      ];
+      const clock = new Date(0);
+      clock.setUTCFullYear(year, month - 1, day);
+      clock.setUTCHours(hour, minute, second);
+      return (
+        clock.getUTCFullYear() === year &&
+        clock.getUTCMonth() === month - 1 &&
+        clock.getUTCDate() === day &&
+        clock.getUTCHours() === hour &&
+        clock.getUTCMinutes() === minute &&
+        clock.getUTCSeconds() === second
+      );
+    };
+    const alphabet = fc.constantFrom(..."0123456789-:.TZ+ z\u0660");
+    const edit = fc.oneof(
+      fc.tuple(fc.constant("replace" as const), fc.nat(), alphabet),
+      fc.tuple(fc.constant("insert" as const), fc.nat(), alphabet),
+      fc.tuple(fc.constant("delete" as const), fc.nat(), fc.constant("")),
+    );
+    fc.assert(
+      fc.property(
+        instants,
+        fc.constantFrom("Z", "+00:00", ".5Z", ".123456+00:00", ".Z", "+00:00Z"),
+        fc.array(edit, { maxLength: 3 }),
+        (date, zone, edits) => {
+          let text = `${date.toISOString().slice(0, 19)}${zone}`;
+          for (const [kind, position, char] of edits) {
+            const at = position % (text.length + 1);
+            if (kind === "insert") text = text.slice(0, at) + char + text.slice(at);
+            else if (kind === "replace") text = text.slice(0, at) + char + text.slice(at + 1);
+            else text = text.slice(0, at) + text.slice(at + 1);
+          }
+          expect(refused(text)).toBe(!real(text));
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
   it("refuses every offset but UTC's", () => {
     fc.assert(
       fc.property(
