@@ -6,7 +6,7 @@ import { parseLimit } from "./limit.js";
 import type { Payload } from "./payload.js";
 import { assertSecret, type Secret } from "./signature.js";
 import type { DeliveryTelemetry, Telemetry } from "./telemetry.js";
-import { isMissing, missingSignature, verifiedEvent } from "./verify-event.js";
+import { isMissing, missingSignature, type Verified, verifiedEvent } from "./verify-event.js";
 
 const utf8 = new TextEncoder();
 
@@ -191,7 +191,7 @@ export interface NativeReply {
 /** The one decision-maker behind every adapter. */
 export interface Receiver<Context extends unknown[]> {
   /** Checks a request up to the handler: the event to hand on, or the answer to send now. */
-  accept(delivery: Delivery, ...context: Context): Promise<Accepted | Answer>;
+  accept(delivery: Delivery, ...context: Context): Accepted | Answer | Promise<Accepted | Answer>;
   /**
    * Verifies a request and checks its age, throwing what `accept` would answer: for adapters that
    * hand the event to the caller (`verifyRequest`). Runs the hooks; no dedupe.
@@ -308,23 +308,66 @@ export function createReceiver<Context extends unknown[]>(
     };
   }
 
-  function accept(delivery: Delivery, ...context: Context): Promise<Accepted | Answer> {
+  function accept(delivery: Delivery, ...context: Context): Accepted | Answer | Promise<Accepted | Answer> {
     return acceptWith(delivery, context, telemetry && recorder(context));
   }
 
-  async function acceptWith(
+  // The path up to the handler takes no promise of its own: one for a body still arriving, one
+  // for an HMAC that is asynchronous (Web Crypto), one for a dedupe claim, and none otherwise.
+  // Every step answers through `refuse`, whether it throws or rejects.
+  function acceptWith(
     delivery: Delivery,
     context: Context,
     record: DeliveryTelemetry | undefined,
-  ): Promise<Accepted | Answer> {
-    let event: WebhookEvent;
+  ): Accepted | Answer | Promise<Accepted | Answer> {
+    let body: Payload | Promise<Payload>;
     try {
-      event = await verifiedDelivery(delivery, context, record);
+      checkRequest(delivery);
+      body = delivery.body(limit, bodyTimeout);
     } catch (error) {
       return refuse(error, context, record);
     }
-    if (!dedupe) return record ? watched(recorded(event, record, settled), context) : { event, settle: settled };
+    if (!isThenable(body)) return verified(body, delivery, context, record);
+    return Promise.resolve(body).then(
+      (payload) => verified(payload, delivery, context, record),
+      (error: unknown) => refuse(error, context, record),
+    );
+  }
 
+  function verified(
+    body: Payload,
+    delivery: Delivery,
+    context: Context,
+    record: DeliveryTelemetry | undefined,
+  ): Accepted | Answer | Promise<Accepted | Answer> {
+    let event: WebhookEvent | Promise<WebhookEvent>;
+    try {
+      event = checkedEvent(body, delivery, context, record);
+    } catch (error) {
+      return refuse(error, context, record);
+    }
+    if (!isThenable(event)) return claimed(event, context, record);
+    return event.then(
+      (authentic) => claimed(authentic, context, record),
+      (error: unknown) => refuse(error, context, record),
+    );
+  }
+
+  function claimed(
+    event: WebhookEvent,
+    context: Context,
+    record: DeliveryTelemetry | undefined,
+  ): Accepted | Answer | Promise<Accepted | Answer> {
+    if (!dedupe) return record ? watched(recorded(event, record, settled), context) : { event, settle: settled };
+    return claimId(event, dedupe, context, record);
+  }
+
+  async function claimId(
+    event: WebhookEvent,
+    dedupe: NonNullable<ReturnType<typeof dedupeOptions>>,
+    context: Context,
+    record: DeliveryTelemetry | undefined,
+  ): Promise<Accepted | Answer> {
     const { store, ttl, inFlightTtl, timeout, failOpen } = dedupe;
     const id = event.id;
     let claim: ClaimResult;
@@ -427,25 +470,33 @@ export function createReceiver<Context extends unknown[]>(
     };
   }
 
-  async function verifiedDelivery(
-    delivery: Delivery,
-    context: Context,
-    record?: DeliveryTelemetry,
-  ): Promise<WebhookEvent> {
+  /** The checks made before any byte of the body is read: the method, a signature at all. */
+  function checkRequest(delivery: Delivery): void {
     if (delivery.method !== "POST") {
       throw new WebhookError(
         "method_not_allowed",
         delivery.notHttp ?? `method ${delivery.method} not allowed: deliveries are POST`,
       );
     }
-    const { signature } = delivery;
-    if (isMissing(signature)) throw missingSignature();
-    const body = await delivery.body(limit, bodyTimeout);
+    if (isMissing(delivery.signature)) throw missingSignature();
+  }
+
+  /** The checks of the body: size, signature (always first), event, replay window. */
+  function checkedEvent(
+    body: Payload,
+    delivery: Delivery,
+    context: Context,
+    record?: DeliveryTelemetry,
+  ): WebhookEvent | Promise<WebhookEvent> {
     // A string body (left by a body parser as rawBody) is measured, and verified, as UTF-8 bytes.
     const payload = typeof body === "string" ? utf8.encode(body) : body;
     if (payload.byteLength > limit) throw payloadTooLarge(limit);
     // Signature first, always: a stale *and* forged delivery is invalid_signature.
-    const { event, secretIndex } = await verifiedEvent(secret, payload, signature);
+    const result = verifiedEvent(secret, payload, delivery.signature);
+    return isThenable(result) ? result.then((value) => fresh(value, context, record)) : fresh(result, context, record);
+  }
+
+  function fresh({ event, secretIndex }: Verified, context: Context, record?: DeliveryTelemetry): WebhookEvent {
     record?.verified(event, secretIndex);
     if (onVerified) tell(context, () => onVerified(event, { secretIndex }));
     if (maxAge !== undefined) checkAge(event.createdAt, maxAge, clock(now));
@@ -547,7 +598,8 @@ export function createReceiver<Context extends unknown[]>(
 
   async function verify(delivery: Delivery, ...context: Context): Promise<WebhookEvent> {
     try {
-      return await verifiedDelivery(delivery, context);
+      checkRequest(delivery);
+      return await checkedEvent(await delivery.body(limit, bodyTimeout), delivery, context);
     } catch (error) {
       if (error instanceof WebhookError && onRejected) tell(context, () => onRejected(error));
       throw error;

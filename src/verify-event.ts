@@ -49,15 +49,28 @@ export async function verifyEvent(options: VerifyEventOptions): Promise<WebhookE
 
 /**
  * verifyEvent's signature and parse steps for callers that validated `secret` and `payload`
- * already (the receiver), with the index of the secret that matched.
+ * already (the receiver), with the index of the secret that matched. Synchronous where the HMAC
+ * is (node:crypto): a promise only with Web Crypto. Throws (or rejects with) the WebhookError.
  */
-export async function verifiedEvent(
+export function verifiedEvent(
   secret: Secret,
   payload: Payload,
   signature: VerifyOptions["signature"],
-): Promise<{ event: WebhookEvent; secretIndex: number }> {
+): Verified | Promise<Verified> {
   if (isMissing(signature)) throw missingSignature();
-  const secretIndex = await matchingSecret(secret, payload, signature);
+  const secretIndex = matchingSecret(secret, payload, signature);
+  return typeof secretIndex === "number"
+    ? parsedIfSigned(payload, secretIndex)
+    : secretIndex.then((index) => parsedIfSigned(payload, index));
+}
+
+/** An authentic event, and the index of the secret that signed it. */
+export interface Verified {
+  event: WebhookEvent;
+  secretIndex: number;
+}
+
+function parsedIfSigned(payload: Payload, secretIndex: number): Verified {
   if (secretIndex < 0) {
     throw new WebhookError("invalid_signature", `${SIGNATURE_HEADER} header is not the HMAC-SHA256 of the body`);
   }
