@@ -16,18 +16,34 @@ export interface NodeCrypto {
   timingSafeEqual(a: Uint8Array, b: Uint8Array): boolean;
 }
 
+interface ScratchBuffer extends Uint8Array {
+  write(text: string, offset: number, length: number, encoding: "latin1"): number;
+}
 export interface NodeBuffer {
-  Buffer: { from(hex: string, encoding: "hex"): Uint8Array };
+  Buffer: { alloc(size: number): ScratchBuffer };
 }
 
 export function nodeBackend(crypto: NodeCrypto, { Buffer }: NodeBuffer): HmacBackend {
   const { createHmac, timingSafeEqual } = crypto;
   // A KeyObject per secret spares createHmac re-encoding the secret on every call.
   const keyFor = keyCache((secret) => crypto.createSecretKey(secret, "utf8"));
+  // The header and the digest are compared as their hex text, written into two buffers kept for
+  // the purpose: digest("hex") is much cheaper in Node than digest() (which allocates a Buffer of
+  // its own), and writing both texts into these saves the allocation of a hex decode. Both are
+  // exactly 64 lowercase hex characters (the caller checked the header's format), so equal text
+  // means equal bytes. verify() is synchronous, so no other call can use them meanwhile.
+  const header = Buffer.alloc(64);
+  const computed = Buffer.alloc(64);
 
   function hmac(secret: string, payload: Payload): Hmac {
     // hmac.update takes a string as UTF-8 directly, saving a copy into a Uint8Array.
     return createHmac("sha256", keyFor(secret)).update(typeof payload === "string" ? payload : bytesOf(payload));
+  }
+
+  /** Whether `signature` is the HMAC of `payload` under `secret`, compared in constant time. */
+  function matches(secret: string, payload: Payload): boolean {
+    computed.write(hmac(secret, payload).digest("hex"), 0, 64, "latin1");
+    return timingSafeEqual(computed, header);
   }
 
   return {
@@ -35,12 +51,10 @@ export function nodeBackend(crypto: NodeCrypto, { Buffer }: NodeBuffer): HmacBac
       return hmac(secret, payload).digest("hex");
     },
     verify(secret, payload, signature) {
-      // Native hex decoding; safe because the caller checked the format strictly first.
-      const expected = Buffer.from(signature, "hex");
-      // constant-time comparison to prevent timing attacks on the digest
-      if (typeof secret === "string") return timingSafeEqual(hmac(secret, payload).digest(), expected) ? 0 : -1;
+      header.write(signature, 0, 64, "latin1");
+      if (typeof secret === "string") return matches(secret, payload) ? 0 : -1;
       for (let index = 0; index < secret.length; index++) {
-        if (timingSafeEqual(hmac(secret[index] as string, payload).digest(), expected)) return index;
+        if (matches(secret[index] as string, payload)) return index;
       }
       return -1;
     },
