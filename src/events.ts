@@ -96,65 +96,22 @@ const KNOWN_TYPES: ReadonlySet<string> = new Set<WebhookEventType>([
 
 // createdAt is an "ISO 8601 UTC timestamp" (spec section 2): the extended date-time form with
 // seconds, an optional fraction, and a UTC designator: `Z`, or `+00:00`, which is the same zero
-// offset. Another offset is not UTC, and names an instant the spec does not promise. That is
-// `^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?(?:Z|\+00:00)$` with a real calendar date
-// and time, read here character by character: the regular expression and its captures cost
-// more than the rest of the event's validation together (every delivery takes this path).
+// offset. Another offset is not UTC, and names an instant the spec does not promise.
+// The pattern has no captures, and the fields are read from the character codes: exec() with six
+// captures cost more than the rest of the event's validation together (every delivery takes it).
+const TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|\+00:00)$/;
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
 function isUtcInstant(text: string): boolean {
-  const year = digits(text, 0, 4);
-  const month = digits(text, 5, 2);
-  const day = digits(text, 8, 2);
-  const hour = digits(text, 11, 2);
-  const minute = digits(text, 14, 2);
-  const second = digits(text, 17, 2);
-  if (
-    text[4] !== "-" ||
-    text[7] !== "-" ||
-    text[10] !== "T" ||
-    text[13] !== ":" ||
-    text[16] !== ":" ||
-    // digits() is -1 for anything but ASCII digits, so each field is also known to be there.
-    year < 0 ||
-    month < 1 ||
-    month > 12 ||
-    day < 1 ||
-    hour < 0 ||
-    hour > 23 ||
-    minute < 0 ||
-    minute > 59 ||
-    second < 0 ||
-    second > 59
-  ) {
-    return false;
-  }
-  let at = 19;
-  if (text[at] === ".") {
-    const fraction = ++at;
-    while (isDigit(text.charCodeAt(at))) at++;
-    if (at === fraction) return false;
-  }
-  const zone = text.slice(at);
-  if (zone !== "Z" && zone !== "+00:00") return false;
+  if (!TIMESTAMP.test(text)) return false;
+  // The two digits at `at` as a number (the pattern put ASCII digits there).
+  const field = (at: number) => (text.charCodeAt(at) - 48) * 10 + text.charCodeAt(at + 1) - 48;
+  const year = field(0) * 100 + field(2);
+  const month = field(5);
+  const day = field(8);
+  if (month < 1 || month > 12 || day < 1 || field(11) > 23 || field(14) > 59 || field(17) > 59) return false;
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
   return day <= (month === 2 && leap ? 29 : (DAYS_IN_MONTH[month - 1] as number));
-}
-
-/** The number the `count` ASCII digits at `start` spell, or -1 if any of them is not one. */
-function digits(text: string, start: number, count: number): number {
-  let value = 0;
-  for (let at = start; at < start + count; at++) {
-    const code = text.charCodeAt(at);
-    if (!isDigit(code)) return -1;
-    value = value * 10 + code - 48;
-  }
-  return value;
-}
-
-/** Whether a UTF-16 code unit is an ASCII digit (NaN, past the end, is not). */
-function isDigit(code: number): boolean {
-  return code >= 48 && code <= 57;
 }
 
 // In a Unicode regular expression a surrogate pair is one code point, so this matches lone

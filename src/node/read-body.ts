@@ -22,21 +22,21 @@ export function readBody(req: IncomingMessage, limit: number, timeout: number): 
     const chunks: Uint8Array[] = [];
     let received = 0;
     const fail = (error: WebhookError) => {
-      deadlines.finish(deadline);
+      clock.bodies.delete(expire);
       req.pause();
       reject(error);
     };
-    const deadlines = deadlinesOf(timeout);
-    const deadline = deadlines.add(() =>
-      fail(new WebhookError("body_timeout", `the request body did not arrive within ${timeout} ms`)),
-    );
+    const expire = () => fail(new WebhookError("body_timeout", `the request body did not arrive within ${timeout} ms`));
+    const clock = clockOf(timeout);
+    clock.bodies.set(expire, performance.now() + timeout);
+    if (!clock.timer) wake(clock, timeout);
     req.on("data", (chunk: Uint8Array) => {
       received += chunk.byteLength;
       if (received <= limit) chunks.push(chunk);
       else fail(payloadTooLarge(limit));
     });
     req.on("end", () => {
-      deadlines.finish(deadline);
+      clock.bodies.delete(expire);
       resolve(joinChunks(chunks, received));
     });
     const incomplete = (cause?: unknown) =>
@@ -49,89 +49,46 @@ export function readBody(req: IncomingMessage, limit: number, timeout: number): 
   });
 }
 
-/** A body still arriving: when it is due, and what to do then. A node of its list. */
-interface Deadline {
-  due: number;
-  expire: () => void;
-  previous: Deadline | undefined;
-  next: Deadline | undefined;
-  /** Out of the list: finished, or expired. */
-  done: boolean;
+/**
+ * The bodies still arriving under one timeout (when each is due, by its expiry), and one timer
+ * for all of them. A Map keeps insertion order, and with a single timeout that is the order the
+ * bodies are due in, so the timer only ever waits for the oldest, and a finished body is one
+ * delete. A timer per request cost more than the rest of reading a small body together
+ * (bench/http.mjs measures this path); under steady traffic this sets a timer about once per
+ * `timeout`. The timer is unreferenced: a body still arriving has its socket, which keeps the
+ * process alive; the timer alone must not, once the last body is read.
+ */
+interface Clock {
+  bodies: Map<() => void, number>;
+  timer: ReturnType<typeof setTimeout> | undefined;
 }
 
-/**
- * The bodies still arriving under one timeout, oldest first, and one timer for all of them.
- * With a single timeout the deadlines come in the order the bodies began, so the list is sorted
- * as it is appended to, a finished body is unlinked in O(1), and the timer only ever waits for
- * the oldest. A timer per request cost more than the rest of reading a small body together
- * (bench/http.mjs measures this path); this costs one small object per request, and a timer
- * call about once per `timeout` under steady traffic.
- */
-class Deadlines {
-  private first: Deadline | undefined;
-  private last: Deadline | undefined;
-  private timer: ReturnType<typeof setTimeout> | undefined;
+const clocks = new Map<number, Clock>();
 
-  constructor(private readonly timeout: number) {}
-
-  add(expire: () => void): Deadline {
-    const deadline: Deadline = {
-      due: performance.now() + this.timeout,
-      expire,
-      previous: this.last,
-      next: undefined,
-      done: false,
-    };
-    if (this.last) this.last.next = deadline;
-    else this.first = deadline;
-    this.last = deadline;
-    if (!this.timer) this.wake(this.timeout);
-    return deadline;
+function clockOf(timeout: number): Clock {
+  let clock = clocks.get(timeout);
+  if (!clock) {
+    clock = { bodies: new Map(), timer: undefined };
+    clocks.set(timeout, clock);
   }
+  return clock;
+}
 
-  finish(deadline: Deadline): void {
-    if (deadline.done) return;
-    deadline.done = true;
-    const { previous, next } = deadline;
-    if (previous) previous.next = next;
-    else this.first = next;
-    if (next) next.previous = previous;
-    else this.last = previous;
-    deadline.previous = deadline.next = undefined;
-    // The timer stays: it fires when the oldest it waited for would have been due, and then
-    // waits for the oldest left, if any.
-  }
-
-  private wake(ms: number): void {
-    this.timer = setTimeout(() => this.expire(), ms);
-    // Unreferenced: a body still arriving has its socket, which keeps the process alive; the
-    // timer alone must not, after the last body finished.
-    (this.timer as { unref?: () => void }).unref?.();
-  }
-
-  private expire(): void {
-    this.timer = undefined;
+function wake(clock: Clock, ms: number): void {
+  clock.timer = setTimeout(() => {
+    clock.timer = undefined;
     const now = performance.now();
     try {
-      for (let oldest = this.first; oldest && oldest.due <= now; oldest = this.first) {
-        this.finish(oldest);
-        oldest.expire();
+      for (const [expire, due] of clock.bodies) {
+        if (due > now) break;
+        clock.bodies.delete(expire);
+        expire();
       }
     } finally {
-      // Timers may fire a little before performance.now() says the oldest is due: then it waits again.
-      if (this.first && !this.timer) this.wake(Math.max(1, Math.ceil(this.first.due - performance.now())));
+      // A timer may fire a little before performance.now() says the oldest is due: it waits again.
+      const oldest = clock.bodies.values().next();
+      if (!oldest.done && !clock.timer) wake(clock, Math.max(1, Math.ceil(oldest.value - performance.now())));
     }
-  }
-}
-
-const lists = new Map<number, Deadlines>();
-
-/** The deadline list of one timeout (a receiver has one `bodyTimeout`; a process has few). */
-function deadlinesOf(timeout: number): Deadlines {
-  let deadlines = lists.get(timeout);
-  if (!deadlines) {
-    deadlines = new Deadlines(timeout);
-    lists.set(timeout, deadlines);
-  }
-  return deadlines;
+  }, ms);
+  (clock.timer as { unref?: () => void }).unref?.();
 }
