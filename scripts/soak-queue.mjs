@@ -237,7 +237,17 @@ for (const mode of RUNS) {
   ];
   checkPinning(placement);
 
+  // CPU time used during the load, in CPUs (1.0 = one core busy all along): tells whether the
+  // receivers were saturated and whether the load generator, not the receivers, set the pace.
+  const cpuTime = async () => {
+    const replies = await Promise.all(receivers.map((r) => r.ask("cpu", "cpu")));
+    const own = process.cpuUsage();
+    return { receivers: replies.reduce((sum, r) => sum + r.cpu.user + r.cpu.system, 0), sender: own.user + own.system };
+  };
+  const cpuBefore = await cpuTime();
   const result = await load(ports);
+  const cpuAfter = await cpuTime();
+  const busy = (key) => (cpuAfter[key] - cpuBefore[key]) / 1e6 / result.seconds;
   if (mode === "queue-apart") {
     workers = await startWorkers();
     checkPinning(workers.map((w, i) => [`worker ${i + 1}`, w.child.pid, OTHER_CPUS]));
@@ -248,7 +258,8 @@ for (const mode of RUNS) {
   if (wrong.length > 0) ok = false;
   console.log(
     `${mode.padEnd(11)} ${Math.round(result.rps)} req/s, p50 ${result.p50.toFixed(1)} ms, p99 ${result.p99.toFixed(1)} ms, ` +
-      `max ${result.max.toFixed(1)} ms (${TOTAL} deliveries in ${result.seconds.toFixed(1)} s; answers ${JSON.stringify(result.statuses)})`,
+      `max ${result.max.toFixed(1)} ms (${TOTAL} deliveries in ${result.seconds.toFixed(1)} s; answers ${JSON.stringify(result.statuses)}); ` +
+      `CPU used: receivers ${busy("receivers").toFixed(2)}, load generator ${busy("sender").toFixed(2)}`,
   );
 
   if (queued) {
