@@ -229,7 +229,8 @@ export function verifyChart(micro, options = {}) {
     micro.quick,
   );
   const plot = { left: 84, top: head.bottom + 24, right: width - legendWidth - 24, bottom: 0 };
-  const height = plot.top + 330 + 70;
+  const ratioRows = byId.has("limit") ? series.filter((k) => k.id !== "limit").length : -3;
+  const height = plot.top + 330 + 70 + 32 + (ratioRows + 1) * 18;
   plot.bottom = plot.top + 330;
   const x =
     sizes.length === 1
@@ -270,8 +271,9 @@ export function verifyChart(micro, options = {}) {
     ),
   );
 
-  // Series: min–max bars, the line through the medians, markers with a tooltip.
-  series.forEach((k, i) => {
+  // Series: min–max bars, the line through the medians, markers with a tooltip. Drawn last to
+  // first, so the first (ours) is on top where lines cross.
+  [...series.entries()].reverse().forEach(([i, k]) => {
     const style = STYLES[i % STYLES.length];
     const label = k.label ?? k.name ?? k.id;
     const results = [...k.results].sort((a, b) => a.size - b.size);
@@ -313,34 +315,35 @@ export function verifyChart(micro, options = {}) {
       text(lx + 44, ly + 4, k.label ?? k.name ?? k.id, `font-size="12.5"${i === 0 ? ' font-weight="700"' : ""}`),
     );
   });
-  // The ratio to the limit at the smallest and largest size, under the legend: the headline figure.
+  // Under the plot, the ratio of each median to the limit's at every size: the headline figure,
+  // which the log scale makes hard to read off near 1.00×.
   const limit = byId.get("limit");
   if (limit) {
     const at = (k, size) => k.results.find((p) => p.size === size)?.medianNs;
-    const first = sizes[0];
-    const last = sizes[sizes.length - 1];
-    let ly = plot.top + 28 + series.length * 26 + 14;
-    out.push(
-      text(
-        lx,
-        ly,
-        `÷ node:crypto limit at ${formatBytes(first)} / ${formatBytes(last)}`,
-        `font-size="11.5" font-weight="600" fill="${MUTED}"`,
-      ),
-    );
+    const column = (j) => 300 + ((plot.right - 300) / Math.max(1, sizes.length - 1)) * j;
+    let ty = plot.bottom + 76;
+    out.push(text(24, ty, "median ÷ node:crypto limit", `font-size="12" font-weight="600" fill="${MUTED}"`));
+    sizes.forEach((size, j) => {
+      out.push(
+        text(column(j), ty, formatBytes(size), `font-size="12" font-weight="600" fill="${MUTED}" text-anchor="end"`),
+      );
+    });
     for (const k of series) {
       if (k.id === "limit") continue;
-      const a = at(k, first) / at(limit, first);
-      const b = at(k, last) / at(limit, last);
-      ly += 17;
-      out.push(
-        text(
-          lx,
-          ly,
-          `${k.label ?? k.id}: ${formatNumber(a)}× / ${formatNumber(b)}×`,
-          `font-size="11.5" fill="${MUTED}"`,
-        ),
-      );
+      ty += 18;
+      const bold = k === series[0] ? ' font-weight="700"' : "";
+      out.push(text(24, ty, k.label ?? k.name ?? k.id, `font-size="12"${bold}`));
+      sizes.forEach((size, j) => {
+        const ratio = at(k, size) / at(limit, size);
+        out.push(
+          text(
+            column(j),
+            ty,
+            Number.isFinite(ratio) ? `${formatNumber(ratio)}×` : "n/a",
+            `font-size="12" text-anchor="end"${bold}`,
+          ),
+        );
+      });
     }
   }
   out.push(footer(height, micro));
@@ -377,7 +380,7 @@ export function httpChart(http, options = {}) {
   const rowHeight = 34;
   const panelTop = head.bottom + 44;
   const panelBottom = panelTop + cases.length * rowHeight;
-  const height = panelBottom + 84;
+  const height = panelBottom + 94;
   const panels = [
     { key: "rps", title: "requests per second (more is better)", unit: "req/s", digits: 0 },
     { key: "cpuUsPerReq", title: "server CPU per request, µs (less is better)", unit: "µs", digits: 1 },
@@ -400,7 +403,7 @@ export function httpChart(http, options = {}) {
 
   panels.forEach((panel, p) => {
     const left = 24 + labelWidth + p * (panelWidth + gap);
-    const right = left + panelWidth - 64; // room for the value labels
+    const right = left + panelWidth - 96; // room for the value labels
     const max = Math.max(...cases.map((k) => k[panel.key].max ?? k[panel.key].median));
     const { top, ticks } = linearTicks(max);
     const x = scale(0, top, left, right, false);

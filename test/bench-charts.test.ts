@@ -237,6 +237,12 @@ describe("bench/charts.mjs: verify time against body size", () => {
     expect(words).toContain("Node v20.20.2, Linux, 2 × Test CPU");
     expect(words).toContain("2026-11-23 12:16 UTC");
     expect(words).not.toContain("not drawn by default"); // only the comparison series by default
+    // The table of ratios to the limit under the plot: (5000 + 0.9 × 256) ÷ (5200 + 0.9 × 256) at
+    // 256 B for ours, (20000 + 20 × 1 MiB) ÷ (5200 + 0.9 × 1 MiB) at 1 MiB for svix.
+    expect(words).toContain("median ÷ node:crypto limit");
+    const ratios = all(root, (e) => e.name === "text").map((e) => e.text);
+    expect(ratios).toContain("0.96×");
+    expect(ratios).toContain("22.1×");
     expect(words).not.toContain("BENCH_QUICK");
   });
 
