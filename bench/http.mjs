@@ -1,14 +1,15 @@
 // End-to-end loopback load: one 2 KiB signed delivery POSTed with autocannon to each receiver in
 // turn, every receiver in its own child process (bench/http-servers.mjs), 127.0.0.1 only.
 //
-//   node bench/http.mjs                  # ~2 min
+//   node bench/http.mjs                  # ~5 min: 7 receivers × 5 rounds × (2 s warm-up + 5 s)
 //   BENCH_QUICK=1 node bench/http.mjs    # ~30 s smoke run
 //
 // Env: FLAG_WEBHOOKS_DIST (built library, default ../dist), BENCH_HTTP_DURATION (seconds per
-// measured run), BENCH_HTTP_WARMUP (seconds of discarded load before it), BENCH_HTTP_CONNECTIONS,
-// BENCH_HTTP_ROUNDS, BENCH_RESULTS_FILE (append the markdown there).
+// measured run), BENCH_HTTP_WARMUP (seconds of discarded load before it), BENCH_HTTP_CONNECTIONS
+// (default 50), BENCH_HTTP_ROUNDS (default 5; quick 2), BENCH_RESULTS_FILE (append the markdown
+// there), BENCH_JSON_FILE (write the raw figures there as JSON, for bench/charts.mjs).
 import { randomUUID } from "node:crypto";
-import { appendFileSync } from "node:fs";
+import { appendFileSync, writeFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import autocannon from "autocannon";
 import {
@@ -29,19 +30,44 @@ import {
 
 const DURATION = Number(process.env.BENCH_HTTP_DURATION) || (QUICK ? 1 : 5);
 const WARMUP = Number(process.env.BENCH_HTTP_WARMUP ?? (QUICK ? 0.5 : 2));
-const CONNECTIONS = Number(process.env.BENCH_HTTP_CONNECTIONS) || 10;
-const ROUNDS = Number(process.env.BENCH_HTTP_ROUNDS) || 2;
+// The conditions of issue 20: 50 connections, 5 rounds interleaved in one run.
+const CONNECTIONS = Number(process.env.BENCH_HTTP_CONNECTIONS) || 50;
+const ROUNDS = Number(process.env.BENCH_HTTP_ROUNDS) || (QUICK ? 2 : 5);
 const BODY_SIZE = 2048;
 const PATH = "/api/github/webhooks";
 
+// `label`: the short name in the chart (bench/charts.mjs); `ours`: drawn in the accent colour.
 const ALL_CASES = [
-  { id: "bare-node", name: "bare node:http (limit verify + JSON.parse)", status: 204 },
-  { id: "ours-node", name: "**flag-webhooks/express on plain node:http**", status: 204 },
-  { id: "bare-express", name: "hand-written Express (express.raw + limit verify + JSON.parse)", status: 204 },
-  { id: "ours-express", name: "**flag-webhooks/express in Express**", status: 204 },
-  { id: "ours-koa", name: "**flag-webhooks/koa in Koa**", status: 204 },
-  { id: "ours-fetch", name: "**flag-webhooks/fetch behind a Node→fetch bridge**", status: 204 },
-  { id: "octokit", name: "@octokit/webhooks createNodeMiddleware", status: 200 },
+  { id: "bare-node", name: "bare node:http (limit verify + JSON.parse)", label: "bare node:http", status: 204 },
+  {
+    id: "ours-node",
+    name: "**flag-webhooks/express on plain node:http**",
+    label: "ours on node:http",
+    ours: true,
+    status: 204,
+  },
+  {
+    id: "bare-express",
+    name: "hand-written Express (express.raw + limit verify + JSON.parse)",
+    label: "Express, hand-written",
+    status: 204,
+  },
+  {
+    id: "ours-express",
+    name: "**flag-webhooks/express in Express**",
+    label: "ours in Express",
+    ours: true,
+    status: 204,
+  },
+  { id: "ours-koa", name: "**flag-webhooks/koa in Koa**", label: "ours in Koa", ours: true, status: 204 },
+  {
+    id: "ours-fetch",
+    name: "**flag-webhooks/fetch behind a Node→fetch bridge**",
+    label: "ours, fetch bridge",
+    ours: true,
+    status: 204,
+  },
+  { id: "octokit", name: "@octokit/webhooks createNodeMiddleware", label: "@octokit/webhooks", status: 200 },
 ];
 
 // BENCH_HTTP_CASES=ours-node,octokit: run only these (bare-node, the baseline, always runs).
@@ -210,23 +236,40 @@ const rows = CASES.map((c) => [
   String(stat(c.id, "non2xx").reduce((a, b) => a + b, 0) + stat(c.id, "errors").reduce((a, b) => a + b, 0)),
 ]);
 
-const ratio = (a, b) => med(a, "rps") / med(b, "rps");
-// Per-round ratios show how much of a ratio is noise.
-const roundRatios = (a, b) => runs[a].map((r, i) => fmtRatio(r.rps / runs[b][i].rps)).join(", ");
-const targets = [
-  ["flag-webhooks/express on node:http ÷ bare node:http", "ours-node", "bare-node", "≥ 0.90"],
-  ["flag-webhooks/express in Express ÷ hand-written Express", "ours-express", "bare-express", "≥ 0.95"],
-  ["flag-webhooks/koa ÷ bare node:http", "ours-koa", "bare-node", ""],
-  ["flag-webhooks/fetch (bridged) ÷ bare node:http", "ours-fetch", "bare-node", ""],
-  ["@octokit/webhooks ÷ bare node:http", "octokit", "bare-node", ""],
-]
-  .filter(([, a, b]) => runs[a] && runs[b])
-  .map(([label, a, b, target]) => {
-    const value = ratio(a, b);
-    const cpu = med(b, "cpuPerReq") / med(a, "cpuPerReq"); // inverse CPU ratio: comparable to a req/s ratio
-    const met = target ? (value >= Number(target.replace("≥ ", "")) ? "met" : "**not met**") : "";
-    return [label, fmtRatio(value), roundRatios(a, b), fmtRatio(cpu), target, met];
-  });
+const ratio = (a, b, key) => med(a, key) / med(b, key);
+// Per-round ratios (the two receivers of one round ran minutes apart at most) show how much of a
+// ratio is noise.
+const roundRatios = (a, b, key) => runs[a].map((r, i) => fmtRatio(r[key] / runs[b][i][key])).join(", ");
+// Each target is on one measure: the node:http one on CPU per request (issue 20: "≤ 1.05× the bare
+// receiver's CPU per request"; both servers run at 100% CPU, so CPU per request is what differs,
+// and it is far less sensitive to other load than req/s), the Express one on req/s.
+const TARGETS = [
+  ["flag-webhooks/express on node:http ÷ bare node:http", "ours-node", "bare-node", { key: "cpuPerReq", max: 1.05 }],
+  [
+    "flag-webhooks/express in Express ÷ hand-written Express",
+    "ours-express",
+    "bare-express",
+    { key: "rps", min: 0.95 },
+  ],
+  ["flag-webhooks/koa ÷ bare node:http", "ours-koa", "bare-node"],
+  ["flag-webhooks/fetch (bridged) ÷ bare node:http", "ours-fetch", "bare-node"],
+  ["@octokit/webhooks ÷ bare node:http", "octokit", "bare-node"],
+].filter(([, a, b]) => runs[a] && runs[b]);
+const targetText = (t) => (t ? `${t.key === "rps" ? "req/s" : "CPU/req"} ${t.max ? `≤ ${t.max}` : `≥ ${t.min}`}×` : "");
+const targetMet = (a, b, t) => {
+  if (!t) return "";
+  const value = ratio(a, b, t.key);
+  return (t.max ? value <= t.max : value >= t.min) ? "met" : "**not met**";
+};
+const targets = TARGETS.map(([label, a, b, target]) => [
+  label,
+  fmtRatio(ratio(a, b, "cpuPerReq")),
+  roundRatios(a, b, "cpuPerReq"),
+  fmtRatio(ratio(a, b, "rps")),
+  roundRatios(a, b, "rps"),
+  targetText(target),
+  targetMet(a, b, target),
+]);
 
 const totalNon2xx = CASES.reduce((sum, c) => sum + stat(c.id, "non2xx").reduce((a, b) => a + b, 0), 0);
 const sections = [
@@ -257,14 +300,19 @@ const sections = [
     ["l", "r", "r", "r", "r", "r", "r", "r", "r", "r"],
   ),
   "",
-  table(["ratio", "req/s (median)", "req/s per round", "bare CPU/req ÷ ours CPU/req", "target (req/s)", ""], targets, [
-    "l",
-    "r",
-    "r",
-    "r",
-    "r",
-    "l",
-  ]),
+  table(
+    [
+      "ratio",
+      "CPU/req (median; lower is better)",
+      "CPU/req per round",
+      "req/s (median; higher is better)",
+      "req/s per round",
+      "target",
+      "",
+    ],
+    targets,
+    ["l", "r", "r", "r", "r", "r", "l"],
+  ),
   "",
   `Non-2xx answers during all measured runs: ${totalNon2xx} (each receiver answered its expected status to a probe ` +
     "request before timing). octokit answers 200 with a body `ok`; the others answer 204 without a body. octokit also " +
@@ -275,6 +323,52 @@ const sections = [
 const markdown = `${sections.join("\n")}\n`;
 process.stdout.write(`\n${markdown}`);
 if (process.env.BENCH_RESULTS_FILE) appendFileSync(process.env.BENCH_RESULTS_FILE, `${markdown}\n`);
+
+// The raw figures, for the charts (bench/charts.mjs) and anyone who wants to redo the statistics.
+if (process.env.BENCH_JSON_FILE) {
+  const summary = (id, key) => ({ median: med(id, key), ...spread(stat(id, key)) });
+  const json = {
+    part: "http",
+    date: new Date().toISOString(),
+    machine: machine(),
+    quick: QUICK,
+    bodySize: BODY_SIZE,
+    connections: CONNECTIONS,
+    rounds: ROUNDS,
+    durationS: DURATION,
+    warmupS: WARMUP,
+    cases: CASES.map((c) => ({
+      id: c.id,
+      label: c.label,
+      name: c.name.replaceAll("**", ""),
+      ours: Boolean(c.ours),
+      status: c.status,
+      rps: summary(c.id, "rps"),
+      cpuUsPerReq: summary(c.id, "cpuPerReq"),
+      p50Ms: summary(c.id, "p50"),
+      p99Ms: summary(c.id, "p99"),
+      runs: runs[c.id].map((r) => ({
+        rps: r.rps,
+        p50Ms: r.p50,
+        p99Ms: r.p99,
+        cpuUsPerReq: r.cpuPerReq,
+        total: r.total,
+        non2xx: r.non2xx,
+        errors: r.errors,
+      })),
+    })),
+    targets: TARGETS.map(([label, a, b, target]) => ({
+      label,
+      case: a,
+      baseline: b,
+      cpuRatio: ratio(a, b, "cpuPerReq"),
+      rpsRatio: ratio(a, b, "rps"),
+      target: target ?? null,
+      met: target ? targetMet(a, b, target) === "met" : null,
+    })),
+  };
+  writeFileSync(process.env.BENCH_JSON_FILE, `${JSON.stringify(json, null, 2)}\n`);
+}
 if (
   totalNon2xx > 0 ||
   CASES.some((c) => stat(c.id, "errors").some((e) => e > 0) || stat(c.id, "unexpected").some((e) => e > 0))

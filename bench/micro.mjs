@@ -5,9 +5,10 @@
 //   BENCH_QUICK=1 node bench/micro.mjs   # ~20 s smoke run
 //
 // Env: FLAG_WEBHOOKS_DIST (built library, default ../dist), BENCH_ROUNDS, BENCH_BATCH_MS,
-// BENCH_SIZES (comma-separated byte counts), BENCH_RESULTS_FILE (append the markdown there).
+// BENCH_SIZES (comma-separated byte counts), BENCH_RESULTS_FILE (append the markdown there),
+// BENCH_JSON_FILE (write the raw figures there as JSON, for bench/charts.mjs).
 import { createHmac } from "node:crypto";
-import { appendFileSync, cpSync, mkdtempSync, rmSync } from "node:fs";
+import { appendFileSync, cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -107,6 +108,7 @@ const svix = new SvixWebhook(base64Secret);
 const CASES = [
   {
     id: "limit",
+    label: "node:crypto limit",
     name: "physical limit (node:crypto, sync)",
     kind: "sync",
     notes: "createHmac + /^[0-9a-f]{64}$/ + Buffer.from(hex) + timingSafeEqual",
@@ -117,6 +119,7 @@ const CASES = [
   },
   {
     id: "limit-async",
+    label: "limit, async",
     name: "limit inside an async fn (diagnostic)",
     kind: "async",
     notes: "the same work wrapped in `async`, awaited: the price of an async API alone",
@@ -128,6 +131,7 @@ const CASES = [
   },
   {
     id: "ours-node",
+    label: "flag-webhooks",
     name: "**flag-webhooks verifySignature (Node path)**",
     kind: "async",
     notes: "default import on Node (node:crypto backend)",
@@ -139,6 +143,7 @@ const CASES = [
   },
   {
     id: "webcrypto",
+    label: "cached-key Web Crypto",
     name: "cached-key Web Crypto subtle.verify",
     kind: "async",
     notes: "key imported once, signature bytes decoded once outside the loop",
@@ -149,6 +154,7 @@ const CASES = [
   },
   {
     id: "ours-web",
+    label: "flag-webhooks (Web Crypto)",
     name: "**flag-webhooks verifySignature (Web Crypto path)**",
     kind: "async",
     notes: "loaded without process.getBuiltinModule, as on Workers; compare with the row above",
@@ -160,6 +166,7 @@ const CASES = [
   },
   {
     id: "octokit",
+    label: "@octokit/webhooks-methods",
     name: "@octokit/webhooks-methods verify",
     kind: "async",
     notes: "string payload only: Buffer→string decode timed; `sha256=` header; hex-string compare",
@@ -170,6 +177,7 @@ const CASES = [
   },
   {
     id: "stripe",
+    label: "stripe",
     name: "stripe webhooks.signature.verifyHeader",
     kind: "sync",
     notes: "signs `<t>.<payload>`: Buffer→string decode, concat, re-encode; hex digest + TextEncoder compare",
@@ -185,6 +193,7 @@ const CASES = [
   },
   {
     id: "standardwebhooks",
+    label: "standardwebhooks",
     name: "standardwebhooks Webhook.verify",
     kind: "sync",
     notes: "signs `<id>.<t>.<payload>`: Buffer→string, concat, TextEncoder; pure-JS SHA-256; jsonParse:false",
@@ -208,6 +217,7 @@ const CASES = [
   },
   {
     id: "svix",
+    label: "svix",
     name: "svix Webhook.verify",
     kind: "sync",
     notes: "as standardwebhooks (bundles 1.0.0), and always JSON.parses the body (no option)",
@@ -389,3 +399,29 @@ sections.push(
 const markdown = `${sections.join("\n")}\n`;
 process.stdout.write(`\n${markdown}`);
 if (process.env.BENCH_RESULTS_FILE) appendFileSync(process.env.BENCH_RESULTS_FILE, `${markdown}\n`);
+
+// The raw figures, for the charts (bench/charts.mjs) and anyone who wants to redo the statistics.
+if (process.env.BENCH_JSON_FILE) {
+  const json = {
+    part: "micro",
+    date: new Date().toISOString(),
+    machine: machine(),
+    quick: QUICK,
+    rounds: ROUNDS,
+    batchMs: BATCH_MS,
+    sizes: SIZES,
+    unit: "ns per call",
+    cases: CASES.map((c) => ({
+      id: c.id,
+      label: c.label,
+      name: c.name.replaceAll("**", ""),
+      kind: c.kind,
+      results: SIZES.map((size) => {
+        const samples = result(c.id, size).samples;
+        const { min, max } = spread(samples);
+        return { size, medianNs: median(samples), minNs: min, maxNs: max, samplesNs: samples };
+      }),
+    })),
+  };
+  writeFileSync(process.env.BENCH_JSON_FILE, `${JSON.stringify(json, null, 2)}\n`);
+}

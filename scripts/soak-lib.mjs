@@ -32,15 +32,19 @@ export async function freePort() {
 }
 
 /**
- * Starts redis-server on a free loopback port; `appendonly` turns on AOF persistence. `stop()`
- * kills it and waits; `kill()` does the same synchronously, for a process "exit" handler.
+ * Starts redis-server on a free loopback port; `appendonly` turns on AOF persistence; `cpus` (a
+ * taskset list such as "1") starts it under `taskset -c`, pinned to those CPUs with all its
+ * threads. `stop()` kills it and waits; `kill()` does the same synchronously, for a process "exit"
+ * handler. `pid` is redis-server's (taskset execs it in place).
  */
-export async function startRedisServer({ appendonly = false } = {}) {
+export async function startRedisServer({ appendonly = false, cpus } = {}) {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "flag-webhooks-soak-redis-"));
+  const command = cpus === undefined ? ["redis-server"] : ["taskset", "-c", String(cpus), "redis-server"];
   const child = spawn(
-    "redis-server",
+    command[0],
     [
+      ...command.slice(1),
       "--port",
       String(port),
       "--bind",
@@ -72,6 +76,7 @@ export async function startRedisServer({ appendonly = false } = {}) {
   };
   return {
     port,
+    pid: child.pid,
     url: `redis://127.0.0.1:${port}`,
     kill,
     async stop() {

@@ -25,6 +25,8 @@ app.post("/webhooks", webhookMiddleware({ secret: process.env.SOAK_SECRET, limit
 const server = app.listen(0, "127.0.0.1", () => process.send({ port: server.address().port }));
 server.keepAliveTimeout = 30_000;
 process.on("message", async (message) => {
+  // The parent reads the CPU time used during its load (user + system, µs).
+  if (message === "cpu") process.send({ cpu: process.cpuUsage() });
   if (message === "exit") {
     server.closeAllConnections();
     server.close();
