@@ -7,7 +7,7 @@
 // Env: FLAG_WEBHOOKS_DIST (built library, default ../dist), BENCH_ROUNDS, BENCH_BATCH_MS,
 // BENCH_SIZES (comma-separated byte counts), BENCH_RESULTS_FILE (append the markdown there),
 // BENCH_JSON_FILE (write the raw figures there as JSON, for bench/charts.mjs).
-import { createHmac } from "node:crypto";
+import { createHmac, createSecretKey, timingSafeEqual } from "node:crypto";
 import { appendFileSync, cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -127,6 +127,20 @@ const CASES = [
       const sig = hexSignature(body);
       const asyncLimit = async (secret, payload, signature) => limitVerify(secret, payload, signature);
       return { run: () => asyncLimit(SECRET, body, sig), ok: (r) => r === true };
+    },
+  },
+  {
+    id: "limit-key",
+    name: "limit with a cached KeyObject (diagnostic)",
+    kind: "sync",
+    notes: "the limit with the key prepared once, as a library can: createHmac(KeyObject) + the same checks",
+    make(body) {
+      const sig = hexSignature(body);
+      const key = createSecretKey(SECRET, "utf8");
+      const HEX = /^[0-9a-f]{64}$/;
+      const run = () =>
+        HEX.test(sig) && timingSafeEqual(createHmac("sha256", key).update(body).digest(), Buffer.from(sig, "hex"));
+      return { run, ok: (r) => r === true };
     },
   },
   {
