@@ -31,7 +31,9 @@ export function nodeBackend(crypto: NodeCrypto, { Buffer }: NodeBuffer): HmacBac
   // the purpose: digest("hex") is much cheaper in Node than digest() (which allocates a Buffer of
   // its own), and writing both texts into these saves the allocation of a hex decode. Both are
   // exactly 64 lowercase hex characters (the caller checked the header's format), so equal text
-  // means equal bytes. verify() is synchronous, so no other call can use them meanwhile.
+  // means equal bytes. The digest is computed first, and only then are both buffers written and
+  // compared, with no call in between that could run other code: reading a payload view may run
+  // a getter, which may verify another delivery and so use these buffers itself (reentrancy).
   const header = Buffer.alloc(64);
   const computed = Buffer.alloc(64);
 
@@ -41,8 +43,10 @@ export function nodeBackend(crypto: NodeCrypto, { Buffer }: NodeBuffer): HmacBac
   }
 
   /** Whether `signature` is the HMAC of `payload` under `secret`, compared in constant time. */
-  function matches(secret: string, payload: Payload): boolean {
-    computed.write(hmac(secret, payload).digest("hex"), 0, 64, "latin1");
+  function matches(secret: string, payload: Payload, signature: string): boolean {
+    const digest = hmac(secret, payload).digest("hex");
+    header.write(signature, 0, 64, "latin1");
+    computed.write(digest, 0, 64, "latin1");
     return timingSafeEqual(computed, header);
   }
 
@@ -51,10 +55,9 @@ export function nodeBackend(crypto: NodeCrypto, { Buffer }: NodeBuffer): HmacBac
       return hmac(secret, payload).digest("hex");
     },
     verify(secret, payload, signature) {
-      header.write(signature, 0, 64, "latin1");
-      if (typeof secret === "string") return matches(secret, payload) ? 0 : -1;
+      if (typeof secret === "string") return matches(secret, payload, signature) ? 0 : -1;
       for (let index = 0; index < secret.length; index++) {
-        if (matches(secret[index] as string, payload)) return index;
+        if (matches(secret[index] as string, payload, signature)) return index;
       }
       return -1;
     },
