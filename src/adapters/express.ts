@@ -76,9 +76,15 @@ export function webhookMiddleware<
     }
     // No await on the way to next(): the receiver answers synchronously what it can, and this is
     // the path every delivery takes (bench/http.mjs measures it against a hand-written receiver).
-    const result = receiver.accept(deliveryOf(req), req, res);
-    if (!(result instanceof Promise)) return passOn(result, req, res, next);
-    return result.then((accepted) => passOn(accepted, req, res, next));
+    // Whatever throws on the way (a rawBody getter, the route after us) rejects the promise
+    // returned, as it did when this was an async function: it never throws at the caller.
+    try {
+      const result = receiver.accept(deliveryOf(req), req, res);
+      if (!(result instanceof Promise)) return passOn(result, req, res, next);
+      return result.then((accepted) => passOn(accepted, req, res, next));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   };
 }
 
