@@ -6,7 +6,7 @@ import { resolve } from "node:path";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { webhookMiddleware } from "../src/adapters/express.js";
-import { MemoryDedupeStore, parseEvent } from "../src/index.js";
+import { MemoryDedupeStore, parseEvent, verifySignature } from "../src/index.js";
 import { backends } from "./backends.js";
 import { close, listen } from "./http.js";
 import { signedDelivery } from "./support/signed-delivery.js";
@@ -479,5 +479,46 @@ describe("createdAt read from character codes", () => {
       }),
       { numRuns: 2000 },
     );
+  });
+});
+
+// DEFECTS found by this attack (issue 20 part 2). Each case fails today; the report names the fix.
+describe("DEFECT: state shared between verifySignature calls", () => {
+  const bytes = new TextEncoder().encode('{"id":"evt_outer"}');
+
+  it("verifies a payload view whose getter runs another verification meanwhile (kept header buffer, src/crypto/node.ts)", async () => {
+    // A DataView is a valid Payload; bytesOf() reads its byteOffset between the write of
+    // the header into the kept buffer and the comparison, and any code there that verifies
+    // another delivery overwrites that buffer. The old code (a local digest()) had no such state.
+    function reentrant(inner: { payload: string | Uint8Array; signature: string }): DataView {
+      const view = new DataView(bytes.buffer);
+      Object.defineProperty(view, "byteOffset", {
+        get() {
+          void verifySignature({ secret: SECRET, ...inner });
+          return 0;
+        },
+      });
+      return view;
+    }
+    const right = mac(SECRET, bytes);
+    const forged = "0".repeat(64);
+    // The genuine signature must pass (today: false).
+    const genuine = reentrant({ payload: "inner", signature: mac(SECRET, "inner") });
+    expect(await verifySignature({ secret: SECRET, payload: genuine, signature: right })).toBe(true);
+    // A forged one must not pass (today: true, because the inner call wrote the right MAC).
+    const forgery = reentrant({ payload: bytes, signature: right });
+    expect(await verifySignature({ secret: SECRET, payload: forgery, signature: forged })).toBe(false);
+  });
+
+  it("keeps one caller's tampering with its returned promise from changing another caller's answer (src/signature.ts VERIFIED/REFUSED)", async () => {
+    const refused = verifySignature({ secret: SECRET, payload: "a", signature: "0".repeat(64) });
+    // A caller (or an instrumentation library) decorating the promise it was given:
+    // (On a frozen promise the assignment does nothing: that is one acceptable fix.)
+    Reflect.set(refused, "then", (onFulfilled: (value: boolean) => unknown) => Promise.resolve(true).then(onFulfilled));
+    const other = verifySignature({ secret: SECRET, payload: "b", signature: "1".repeat(64) });
+    const answer = await new Promise<boolean>((done) => {
+      other.then(done);
+    });
+    expect(answer).toBe(false);
   });
 });
