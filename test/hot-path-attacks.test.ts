@@ -3,6 +3,8 @@ import { createHmac } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { connect } from "node:net";
 import { resolve } from "node:path";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { webhookMiddleware } from "../src/adapters/express.js";
@@ -141,6 +143,42 @@ describe("body timeouts: one timer per timeout, many bodies, any order", () => {
     expect(statuses[12]).toBe(204);
     const times = await Promise.all(burst.filter((_, i) => i !== 12).map((b) => b.at));
     for (const at of times) expect(at - sent).toBeGreaterThanOrEqual(SHORT - 2);
+  });
+
+  it("keeps no finished body in its deadline list: bodies that hung up, went over the limit or ended are collected", async () => {
+    // With a 60 s timeout, a deadline left in the list holds its request (through its expire
+    // closure) until it is due; every request here must be collectable at once.
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const middleware = webhookMiddleware({ secret: SECRET, bodyTimeout: 60_000, limit: 100 });
+    const requests: WeakRef<IncomingMessage>[] = [];
+    const port = await serve((req, res) => {
+      requests.push(new WeakRef(req));
+      void middleware(req, res, () => res.writeHead(204).end());
+    });
+    const head = `POST / HTTP/1.1\r\nHost: x\r\nService-Signature: ${"a".repeat(64)}\r\n`;
+    for (let round = 0; round < 3; round++) {
+      const hungUp = raw(port, `${head}Content-Length: 50\r\n`, '{"a":');
+      await sleep(20);
+      hungUp.hangUp();
+      const tooLarge = raw(port, `${head}Transfer-Encoding: chunked\r\n`, "5\r\nhello\r\n");
+      await sleep(10);
+      tooLarge.write(`c8\r\n${"x".repeat(200)}\r\n`);
+      expect(await tooLarge.status).toBe(413);
+      tooLarge.hangUp();
+      const ended = raw(port, `${head}Content-Length: 2\r\n`, "{}");
+      expect(await ended.status).toBe(401);
+      ended.hangUp();
+    }
+    await sleep(50);
+    for (let i = 0; i < 4; i++) {
+      gc();
+      await sleep(10);
+    }
+    expect(requests).toHaveLength(9);
+    expect(requests.map((ref) => (ref.deref() === undefined ? "collected" : "kept"))).toEqual(
+      Array(9).fill("collected"),
+    );
   });
 
   it("lets a script exit whose only body in flight was abandoned by its client", async () => {
