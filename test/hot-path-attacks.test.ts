@@ -560,3 +560,32 @@ describe("DEFECT: state shared between verifySignature calls", () => {
     expect(answer).toBe(false);
   });
 });
+
+describe("DEFECT: the Express middleware's promise contract on the synchronous path", () => {
+  it("rejects its returned Promise, never throws, when the next handler throws (src/adapters/express.ts passOn)", async () => {
+    // A plain node:http (or Connect) user handles the route's failure on the promise the
+    // middleware is typed to return. Before issue 20 the middleware was async, so a throwing
+    // next() rejected it; now, with the raw bytes already there, next() runs synchronously and
+    // its throw escapes the middleware, past the caller's .catch.
+    const middleware = webhookMiddleware({ secret: SECRET });
+    let threwSynchronously = false;
+    const port = await serve((req, res) => {
+      (req as IncomingMessage & { rawBody: string }).rawBody = String(req.headers["x-raw-body"]);
+      try {
+        middleware(req, res, () => {
+          throw new Error("the route failed");
+        }).catch(() => res.writeHead(500).end());
+      } catch {
+        threwSynchronously = true;
+        res.writeHead(500).end();
+      }
+    });
+    const { body } = signedDelivery(SECRET);
+    const response = await fetch(`http://127.0.0.1:${port}/`, {
+      method: "POST",
+      headers: { "service-signature": mac(SECRET, body), "x-raw-body": body },
+    });
+    expect(response.status).toBe(500);
+    expect(threwSynchronously).toBe(false);
+  });
+});
