@@ -75,7 +75,12 @@ describe("Lambda bodies", () => {
       isBase64Encoded: true,
     };
     let flag: unknown;
-    const seeing = webhookHandler({ secret: SECRET, onEvent: (e) => void (flag = (e.data as { flag: string }).flag) });
+    const seeing = webhookHandler({
+      secret: SECRET,
+      onEvent: (e) => {
+        flag = (e.data as { flag: string }).flag;
+      },
+    });
     expect((await seeing(event, context)).statusCode).toBe(204);
     expect(flag).toBe("fé✓");
   });
