@@ -1,3 +1,4 @@
+import { createHmac } from "node:crypto";
 import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import Koa from "koa";
