@@ -88,6 +88,23 @@ describe("enqueueTo without Redis answering", () => {
     expect((error.cause as Error).message).not.toMatch(/did not acknowledge/);
   });
 
+  it("names the function whose scope is wrong, and checks processEvents' queue and onEvent when it is made", () => {
+    const queue = unreachableQueue();
+    expect(() => enqueueTo(queue, { scope: "a/b" })).toThrow(/^flag-webhooks: option "scope" of enqueueTo must be/);
+    expect(() => eventJobId("x", "a b")).toThrow(/^flag-webhooks: option "scope" of eventJobId must be/);
+    void queue.close().catch(() => {});
+    const queueMessage = 'flag-webhooks: option "queue" must be the name of the BullMQ queue';
+    for (const name of ["", 7, undefined]) {
+      expect(() => processEvents({ queue: name as never, connection: {}, onEvent() {} })).toThrow(
+        new TypeError(queueMessage),
+      );
+    }
+    expect(() => processEvents({ queue: "q", connection: {}, onEvent: "handler" as never })).toThrow(
+      new TypeError('flag-webhooks: option "onEvent" must be a function'),
+    );
+    expect(() => processEvents(undefined as never)).toThrow(new TypeError(queueMessage));
+  });
+
   it("checks the timeout when it is made", () => {
     const queue = unreachableQueue();
     expect(() => enqueueTo(queue, { timeout: "later" })).toThrow(/"timeout"/);
@@ -297,7 +314,14 @@ describe.skipIf(!availability.available)("enqueueTo and processEvents on a real 
         jobId: "linked",
         telemetry: { metadata: JSON.stringify({ ...carrier, extra: { nested: true } }) },
       });
-      const spans = await sdk.ended("flag-webhooks.process", 3);
+      // A tracestate that is not text is dropped; the traceparent beside it still links the trace.
+      await q.add("flag.updated", event("evt_state"), {
+        jobId: "state",
+        telemetry: { metadata: JSON.stringify({ ...carrier, tracestate: ["vendor=1"] }) },
+      });
+      // A job added without any telemetry option (by other code) runs in a new trace.
+      await q.add("flag.updated", event("evt_plain"), { jobId: "plain" });
+      const spans = await sdk.ended("flag-webhooks.process", 5);
       const byJob = new Map(spans.map((span) => [span.attributes["messaging.message.id"], span]));
       for (const id of ["not-json", "numbers"]) {
         expect(byJob.get(id)?.parentSpanContext).toBeUndefined();
@@ -305,6 +329,9 @@ describe.skipIf(!availability.available)("enqueueTo and processEvents on a real 
       }
       expect(byJob.get("linked")?.spanContext().traceId).toBe(parent.spanContext().traceId);
       expect(byJob.get("linked")?.parentSpanContext?.spanId).toBe(parent.spanContext().spanId);
+      expect(byJob.get("state")?.spanContext().traceId).toBe(parent.spanContext().traceId);
+      expect(byJob.get("state")?.spanContext().traceState).toBeUndefined();
+      expect(byJob.get("plain")?.parentSpanContext).toBeUndefined();
     } finally {
       await worker.close();
     }
