@@ -1,6 +1,6 @@
 import { createHmac } from "node:crypto";
 import { context, propagation, trace } from "@opentelemetry/api";
-import { type Telemetry as BullTelemetry, type Job, Queue } from "bullmq";
+import { type Telemetry as BullTelemetry, type Job, Queue, type QueueOptions } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { webhookHandler } from "../src/adapters/fetch.js";
 import { WebhookError, type WebhookEvent } from "../src/index.js";
@@ -118,7 +118,7 @@ describe.skipIf(!availability.available)("enqueueTo and processEvents on a real 
   let sdk: Sdk;
   const queues: Queue[] = [];
   const connection = () => ({ host: "127.0.0.1", port: redis.port });
-  const queue = (name: string, opts: Partial<ConstructorParameters<typeof Queue>[1]> = {}) => {
+  const queue = (name: string, opts: Omit<QueueOptions, "connection"> = {}) => {
     const one = new Queue(name, { connection: connection(), ...opts });
     queues.push(one);
     return one;

@@ -62,7 +62,7 @@ describe("Express middleware", () => {
     const app = express();
     app.use(express.json({ verify: keepRawBody }));
     app.post("/webhooks", webhookMiddleware({ secret: SECRET }), (req, res) => {
-      res.json({ parsed: req.body.id, event: req.webhookEvent?.id });
+      res.json({ parsed: (req.body as { id?: string }).id, event: req.webhookEvent?.id });
     });
     const port = await start(app);
     const d = signedDelivery(SECRET);

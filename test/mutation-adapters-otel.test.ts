@@ -143,7 +143,7 @@ describe("openTelemetry().process, the worker's side", () => {
     const { spans, tracerProvider } = tracing();
     const telemetry = openTelemetry({ tracerProvider });
     await expect(
-      telemetry.process(undefined, { event, attempt: 3 }, async () => {
+      telemetry.process(undefined, { event, id: undefined, attempt: 3 }, async () => {
         throw "a plain string";
       }),
     ).rejects.toBe("a plain string");
