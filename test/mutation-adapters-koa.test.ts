@@ -109,6 +109,45 @@ describe("Koa middleware without onEvent", () => {
     expect([answer.status, JSON.parse(answer.text).id]).toEqual([200, JSON.parse(d.body).id]);
   });
 
+  it("verifies the unparsed text koa-body before v7 kept under Symbol.for('unparsedBody')", async () => {
+    const app = new Koa<WebhookState>();
+    // What koa-body 4-6 did with includeUnparsed: the parsed body, with the text under the symbol.
+    app.use(async (ctx, next) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of ctx.req) chunks.push(chunk as Buffer);
+      const text = Buffer.concat(chunks).toString("utf8");
+      (ctx.request as { body?: unknown }).body = { ...JSON.parse(text), [Symbol.for("unparsedBody")]: text };
+      await next();
+    });
+    app.use(webhookMiddleware({ secret: SECRET }));
+    app.use((ctx) => {
+      ctx.body = ctx.state.webhookEvent.id;
+    });
+    await start(app);
+    const d = signedDelivery(SECRET);
+    const pretty = JSON.stringify(JSON.parse(d.body), null, 2);
+    const headers = { ...d.headers, "service-signature": createHmac("sha256", SECRET).update(pretty).digest("hex") };
+    expect(await post({ body: pretty, headers })).toMatchObject({ status: 200, text: JSON.parse(d.body).id });
+  });
+
+  it("settles with the 500 Koa answers for a body it cannot send, not the status the route set", async () => {
+    let runs = 0;
+    const app = new Koa<WebhookState>();
+    app.silent = true;
+    app.use(webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }));
+    app.use((ctx) => {
+      runs++;
+      ctx.status = 200;
+      // JSON.stringify throws on a BigInt: Koa answers its own 500.
+      ctx.body = runs === 1 ? { count: 1n } : { count: 2 };
+    });
+    await start(app);
+    const d = signedDelivery(SECRET);
+    expect((await post(d)).status).toBe(500);
+    const retry = await post(d);
+    expect([retry.status, retry.text, runs]).toEqual([200, '{"count":2}', 2]);
+  });
+
   it("reads the stream when a middleware set ctx.request.body to null without reading it", async () => {
     const app = new Koa<WebhookState>();
     app.use(async (ctx, next) => {
@@ -121,6 +160,33 @@ describe("Koa middleware without onEvent", () => {
     });
     await start(app);
     expect(await post(signedDelivery(SECRET))).toMatchObject({ status: 200, text: "flag.updated" });
+  });
+});
+
+describe("Koa without dedupe, when the client hangs up while the handler works", () => {
+  it("finishes the handler without an error of its own", async () => {
+    const errors: unknown[] = [];
+    let finished = false;
+    const app = new Koa<WebhookState>();
+    app.silent = true;
+    app.on("error", (error) => errors.push(error));
+    app.use(webhookMiddleware({ secret: SECRET }));
+    app.use(async (ctx) => {
+      await new Promise((gone) => ctx.res.once("close", gone));
+      ctx.body = "nobody reads this";
+      finished = true;
+    });
+    await start(app);
+    const { port } = (server as Server).address() as AddressInfo;
+    const d = signedDelivery(SECRET);
+    const req = httpRequest({ host: "127.0.0.1", port, path: "/webhooks", method: "POST", headers: d.headers });
+    req.on("error", () => {});
+    req.end(d.body);
+    await sleep(100);
+    req.destroy();
+    for (let i = 0; i < 100 && !finished; i++) await sleep(5);
+    await sleep(20);
+    expect([finished, errors]).toEqual([true, []]);
   });
 });
 

@@ -134,6 +134,10 @@ describe("proxy results onEvent builds itself", () => {
     ["a statusCode that is a number in a longer string", { statusCode: "x202", body: "x" }],
     ["a body that is not a string", { statusCode: 200, body: { ok: true } }],
     ["a fractional statusCode", { statusCode: 200.5 }],
+    // Number() reads these as 202, but API Gateway reads only three digits.
+    ["a statusCode string with a leading space", { statusCode: " 202", body: "x" }],
+    ["a statusCode string with a trailing space", { statusCode: "202 ", body: "x" }],
+    ["a statusCode string in hexadecimal", { statusCode: "0xCA", body: "x" }],
   ])("answers 500 handler_error for %s, and the retry runs the handler again", async (_, result) => {
     let calls = 0;
     const errors: unknown[] = [];
