@@ -25,6 +25,21 @@ describe("createEvent overrides", () => {
   });
 });
 
+describe("createEvent defaults", () => {
+  it.each(["flag.created", "flag.deleted", "rollout.step", "rollout.guard_triggered"] as const)(
+    "gives %s the data { flag: 'new-checkout' }",
+    (type) => {
+      expect(createEvent(type).data).toEqual({ flag: "new-checkout" });
+    },
+  );
+
+  it("lets a test delete a field it overrode", () => {
+    const event = createEvent("flag.deleted", { data: { flag: "gone" } });
+    delete (event.data as { flag?: string }).flag;
+    expect(event.data).toEqual({});
+  });
+});
+
 describe("options that are not an object", () => {
   it.each([null, undefined, "s3cr3t"])("refuses %s with a TypeError that says what is needed", async (options) => {
     const message = 'flag-webhooks/testing: options with a "secret" and an "event" or a "body" are required';
