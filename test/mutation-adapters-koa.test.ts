@@ -246,6 +246,23 @@ describe("Koa with dedupe, when the client hangs up while the handler works", ()
     expect([answer.status, answer.duplicate, runs()]).toEqual([204, "true", 1]);
   });
 
+  it("with ctx.respond = false, waits for the answer the app writes on ctx.res after the client left", async () => {
+    const { koa, runs } = app((ctx) => {
+      ctx.respond = false;
+      // The app answers on ctx.res itself, later: that answer, not ctx's default 404, settles the claim.
+      setTimeout(() => {
+        ctx.res.statusCode = 200;
+        ctx.res.end("late");
+      }, 30);
+    });
+    await start(koa);
+    const d = signedDelivery(SECRET);
+    await sendAndHangUp(d, () => runs() > 0);
+    await sleep(10);
+    const answer = await retry(d);
+    expect([answer.status, answer.duplicate, runs()]).toEqual([204, "true", 1]);
+  });
+
   it("releases the claim at once when the handler ends with a 5xx or throws, so the retry runs it", async () => {
     for (const finish of [
       (ctx: Koa.Context) => {
