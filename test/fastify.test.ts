@@ -272,6 +272,7 @@ describe("Fastify webhookPlugin", () => {
     const res = await deliver(base);
     const { error } = await res.json();
     expect([res.status, error.code]).toEqual([500, "body_already_parsed"]);
+    expect(error.message).toMatch(/^the request stream \(request\.raw\) was already parsed/);
     expect(error.message).toMatch(/request\.raw before webhookPlugin.*preParsing hooks.*request\.rawBody/);
     expect(error.message).not.toMatch(/express\.json\(\) or|express\.raw/);
   });
