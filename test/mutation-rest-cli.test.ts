@@ -131,6 +131,73 @@ describe("help and version", () => {
     for (const args of [[], ["-h"], ["help"]]) expect(await run(args)).toEqual(top);
   });
 
+  it("prints the whole top help, as a user reads it", async () => {
+    // The help is what the user reads: every line of it is checked, the command rows from the table.
+    const rows = [
+      "  send     Send a signed test delivery to your receiver",
+      "  sign     Print the Service-Signature of a body",
+      "  verify   Check a body against a Service-Signature",
+      "  dev      Run the feature-flag service locally, with a page to watch deliveries",
+      "  help     Show the help of a command",
+    ];
+    expect((await run([])).stdout).toBe(
+      [
+        "Send, sign and verify webhook deliveries of the feature-flag service, or run the whole service",
+        "on your machine, to test a receiver while you build it. Deliveries are signed as the service",
+        "signs them (Service-Signature: the lowercase hex HMAC-SHA256 of the body, keyed with the",
+        "endpoint secret).",
+        "",
+        "Usage:",
+        "  flag-webhooks <command> [options]",
+        "",
+        "Commands:",
+        ...rows,
+        "",
+        "Options:",
+        "  -h, --help      Show this help",
+        "  -v, --version   Print the version",
+        "",
+        "The secret comes from --secret <secret> or, better, the FLAG_WEBHOOKS_SECRET environment",
+        "variable (a --secret value stays in your shell history). It is never printed.",
+        "",
+        "Exit status: 0 on success; 1 when the work failed (the receiver did not answer 2xx, a signature",
+        "did not match, a file or URL could not be reached); 2 when the command was used wrongly.",
+        "",
+        "Examples:",
+        "  $ export FLAG_WEBHOOKS_SECRET=...   # your endpoint secret",
+        "  $ flag-webhooks send http://localhost:3000/webhooks",
+        "  $ flag-webhooks send http://localhost:3000/webhooks --tamper",
+        "  $ flag-webhooks sign event.json",
+        "",
+        'Run "flag-webhooks <command> --help" for the options of a command.',
+        "",
+      ].join("\n"),
+    );
+  });
+
+  it("wraps a description at exactly 100 columns, and never leaves an option alone on its line", async () => {
+    // Left column "-h, --help" is 10 wide, so descriptions start at column 14 (plus the space).
+    const fits = `${"b".repeat(83)}`; // "  <left>  " (14) + " a" (2) + " " + 83 = 100: still fits
+    const wide: Command = {
+      name: "wide",
+      summary: "x",
+      usage: "flag-webhooks wide",
+      options: {
+        a: { type: "boolean", description: `a ${fits} c` },
+        b: { type: "boolean", description: `${"w".repeat(95)} d` },
+      },
+      run: async () => 0,
+    };
+    const lines = (await run(["help", "wide"], { commands: [wide] })).stdout.split("\n");
+    const a = lines.indexOf(`      --a      a ${fits}`);
+    expect(a, lines.join("\n")).toBeGreaterThan(0);
+    expect(lines[a]).toHaveLength(100);
+    expect(lines[a + 1]).toBe(`${" ".repeat(15)}c`);
+    // A first word longer than the line stays beside its option rather than leave it alone.
+    expect(lines[a + 2]).toBe(`      --b      ${"w".repeat(95)}`);
+    expect(lines[a + 3]).toBe(`${" ".repeat(15)}d`);
+  });
+
   it("prints the version from source as 0.0.0-dev", async () => {
     expect(await run(["--version"])).toEqual({ code: 0, stdout: "0.0.0-dev\n", stderr: "" });
     expect(await run(["-v"])).toEqual({ code: 0, stdout: "0.0.0-dev\n", stderr: "" });
@@ -288,9 +355,10 @@ describe("usage mistakes", () => {
       stdout: "done\n",
       stderr: "",
     });
-    expect(seen).toEqual({ values: { level: "5", loud: true }, positionals: ["a", "b"] });
+    expect(seen).toStrictEqual({ values: { level: "5", loud: true }, positionals: ["a", "b"] });
     await run(["echo"], { commands: [echo] });
-    expect(seen).toEqual({ values: { level: "3" }, positionals: [] });
+    // Only the options given or defaulted are set: no key for the others.
+    expect(seen).toStrictEqual({ values: { level: "3" }, positionals: [] });
   });
 
   it("reports a command's unexpected failure in one line with exit 1, the secret hidden", async () => {
@@ -493,6 +561,7 @@ describe("verify", () => {
       [s.slice(0, 63), "signature must be 64 lowercase hex characters, got 63 characters"],
       [`${s}0`, "signature must be 64 lowercase hex characters, got 65 characters"],
       [`x${s}`, "signature must be 64 lowercase hex characters, got 65 characters"],
+      [`x-sha256=${s}`, "signature must be 64 lowercase hex characters, got 73 characters"],
       [`${s.slice(0, 63)}g`, "signature must be 64 lowercase hex characters, got 64 characters"],
       [
         `${s.slice(0, 63)}A`.replace(/[a-f]/g, "A"),
