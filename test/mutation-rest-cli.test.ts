@@ -675,6 +675,9 @@ describe("send", () => {
     );
     answer = { status: 399, body: "", headers: { location: "/x" } };
     expect((await run(["send", url], withSecret)).stdout).toContain(`<-- Location: ${urlOf(recorder, "/x")}`);
+    // A redirect without a Location prints none.
+    answer = { status: 300, body: "" };
+    expect((await run(["send", url], withSecret)).stdout).not.toContain("Location");
     // A Location on an answer that is not a redirect is not one.
     for (const status of [201, 400]) {
       answer = { status, body: "", headers: { location: "/elsewhere" } };
@@ -707,6 +710,9 @@ describe("send", () => {
     ["  ", " !", 'byte 1 changed from 0x20 to "!"'],
     ["~", "\u007f", 'byte 0 changed from "~" to 0x7f'],
     ["", " ", "a space added"],
+    ["7", "8", 'byte 0 changed from "7" to "8"'],
+    ["a", "A", 'byte 0 changed from "a" to "A"'],
+    ["\u007f", "~", 'byte 0 changed from 0x7f to "~"'],
   ])("--tamper on %j sends %j (%s), signed as the original", async (original, tampered, description) => {
     answer = { status: 202, body: "" };
     const path = file("tamper.json", original);
@@ -821,6 +827,28 @@ describe("send", () => {
       );
     });
 
+    it("the host is unreachable: the system's reason, which names its code already", async () => {
+      // 2001:db8::/32 is for documentation: no route leads there, so the connect fails at once.
+      const url = "http://[2001:db8::1]:81/";
+      const result = await run(["send", url, "--timeout", "5"], withSecret);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toMatch(
+        /^flag-webhooks: could not reach http:\/\/\[2001:db8::1\]:81\/: connect (E[A-Z]+) 2001:db8::1:81\n$/,
+      );
+    });
+
+    it("fetch refuses the URL itself: its reason, with no code to add", async () => {
+      const result = await run(["send", "http://user:pw@127.0.0.1:1/"], withSecret);
+      expect(result.code).toBe(1);
+      expect(
+        result.stderr.startsWith(
+          "flag-webhooks: could not reach http://127.0.0.1:1/: Request cannot be constructed from a URL that includes credentials",
+        ),
+      ).toBe(true);
+      expect(result.stderr).not.toMatch(/\)\n$/);
+      expect(result.stderr.split("\n")).toHaveLength(2);
+    });
+
     it("fetch refuses the port", async () => {
       expectOneLineError(
         await run(["send", "http://127.0.0.1:6000/"], withSecret),
@@ -831,9 +859,12 @@ describe("send", () => {
 
     it("the connection closes before an answer, or the answer is not HTTP", async () => {
       const dropping = createNetServer((socket) => socket.once("data", () => socket.destroy()));
+      const resetting = createNetServer((socket) => socket.once("data", () => socket.resetAndDestroy()));
       const garbage = createNetServer((socket) => socket.once("data", () => socket.end("NOT HTTP AT ALL\r\n\r\n")));
       await Promise.all(
-        [dropping, garbage].map((server) => new Promise<void>((done) => server.listen(0, "127.0.0.1", done))),
+        [dropping, resetting, garbage].map(
+          (server) => new Promise<void>((done) => server.listen(0, "127.0.0.1", done)),
+        ),
       );
       try {
         const a = urlOf(dropping);
@@ -841,6 +872,12 @@ describe("send", () => {
           await run(["send", a], withSecret),
           1,
           `could not reach ${a}: the connection closed before an answer`,
+        );
+        const reset = urlOf(resetting);
+        expectOneLineError(
+          await run(["send", reset], withSecret),
+          1,
+          `could not reach ${reset}: the connection closed before an answer`,
         );
         const b = urlOf(garbage);
         expectOneLineError(await run(["send", b], withSecret), 1, `could not reach ${b}: the answer is not HTTP/1.1`);
@@ -852,7 +889,7 @@ describe("send", () => {
         expect(tls.stderr.startsWith(`flag-webhooks: could not reach ${c}: `)).toBe(true);
         expect(tls.stderr).toMatch(/wrong version number[\s\S]* \(ERR_SSL_WRONG_VERSION_NUMBER\)\n$/);
       } finally {
-        await Promise.all([dropping, garbage].map((server) => new Promise((done) => server.close(done))));
+        await Promise.all([dropping, resetting, garbage].map((server) => new Promise((done) => server.close(done))));
       }
     });
   });

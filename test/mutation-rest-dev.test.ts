@@ -221,6 +221,19 @@ describe("flag-webhooks dev, in-process", () => {
       const saved = JSON.parse(readFileSync(state, "utf8"));
       expect(saved.projects.map((p: { webhooks: unknown[] }) => p.webhooks.length)).toEqual([1]);
 
+      // Another URL gets a webhook of its own, and its secret is shown.
+      const other = await receiver(() => 204);
+      try {
+        const fourth = dev(["--port", "0", "--forward", other.url, "--state", state]);
+        await started(fourth);
+        expect(fourth.out()).not.toContain(`webhook ${webhook} →`);
+        expect(fourth.out()).toMatch(new RegExp(` {2}webhook wh_[0-9a-f]+ → ${other.url} \\(project default`));
+        expect(fourth.out()).toMatch(/ {2}secret whsec_[0-9a-f]+\n/);
+        expect(await stop(fourth)).toBe(0);
+      } finally {
+        await other.close();
+      }
+
       // Another project gets a webhook of its own, and its secret is shown.
       const third = dev(["--port", "0", "--forward", app.url, "--state", state, "--project", "other"]);
       await started(third);
@@ -251,6 +264,16 @@ describe("flag-webhooks dev, in-process", () => {
     await started(local);
     expect(local.err()).toBe("");
     expect(await stop(local)).toBe(0);
+  });
+
+  it("takes the highest port number", async () => {
+    const run = dev(["--port", "65535"]);
+    // Free, it starts there; taken, it says so: either way the number is not refused.
+    const code = await Promise.race([
+      run.exited,
+      until(() => run.out().includes("Ctrl+C"), 10_000).then(() => stop(run)),
+    ]);
+    expect(code === 0 ? run.out() : run.err()).toContain(code === 0 ? ":65535/v2" : "port 65535 is in use");
   });
 
   it("exits 1 when its port is in use", async () => {
@@ -307,6 +330,7 @@ describe("flag-webhooks dev, in-process", () => {
         { FLAG_WEBHOOKS_EMULATOR_TOKEN: "env-token-456" },
       ],
       [["--host", "198.51.100.7"], "--host 198.51.100.7 is not an address of this machine"],
+      [["--host", "no-such-host.invalid"], "--host no-such-host.invalid is not an address of this machine"],
       [["--host", "no such host"], '--host is not an address: "no such host"'],
     ];
     for (const [args, message, env] of cases) {
