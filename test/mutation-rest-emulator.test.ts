@@ -265,6 +265,26 @@ describe("emulator rollout events", () => {
   });
 });
 
+describe("emulator guard events", () => {
+  it("pauses a rollout that has no percent yet: from null to null", async () => {
+    expect((await create({ key: "g", type: "boolean" })).status).toBe(201);
+    expect((await hook({ url: "http://127.0.0.1:9/webhooks", events: ["rollout.guard_triggered"] })).status).toBe(201);
+    const answer = await call(emulator, "POST", `/_emulator${path("/flags/g/guard-triggered")}`, {
+      body: { environment: "staging", action: "paused" },
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.json.environments.staging.rollout).toBeUndefined();
+    const guard = emulator
+      .deliveries()
+      .find((d) => d.project === project && d.event.type === "rollout.guard_triggered");
+    expect(JSON.parse(guard?.request.body ?? "{}").data).toEqual({
+      flag: "g",
+      action: "paused",
+      rollout: { from: null, to: null },
+    });
+  });
+});
+
 describe("webhooks", () => {
   it("says what a webhook needs, word for word", async () => {
     const cases: [unknown, string][] = [
@@ -277,6 +297,14 @@ describe("webhooks", () => {
       ],
       [
         { url: "http://127.0.0.1.example.com/webhooks", events: ["flag.updated"] },
+        "url must be an https:// URL (http:// is accepted for localhost and 127.0.0.1 only)",
+      ],
+      [
+        { url: "ftp://127.0.0.1/webhooks", events: ["flag.updated"] },
+        "url must be an https:// URL (http:// is accepted for localhost and 127.0.0.1 only)",
+      ],
+      [
+        { url: "ws://localhost:3000/webhooks", events: ["flag.updated"] },
         "url must be an https:// URL (http:// is accepted for localhost and 127.0.0.1 only)",
       ],
       [{ url: "https://user@example.com/", events: ["flag.updated"] }, "url must not contain credentials"],

@@ -117,7 +117,6 @@ export function parseHost(value: string): { hostname: string; port: string } | u
   try {
     const url = new URL(`http://${value}`);
     return { hostname: url.hostname, port: url.port };
-    // Stryker disable next-line BlockStatement: an empty catch returns undefined too
   } catch {
     return undefined;
   }
