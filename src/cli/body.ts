@@ -41,7 +41,6 @@ export async function readBody(
 async function readStream(stream: NodeJS.ReadableStream): Promise<Uint8Array<ArrayBuffer>> {
   const chunks: Buffer[] = [];
   try {
-    // Stryker disable next-line ConditionalExpression: Buffer.from() of a Buffer chunk is a copy of the same bytes
     for await (const chunk of stream) chunks.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
   } catch (error) {
     throw new CommandError(`cannot read stdin: ${(error as Error).message}`);

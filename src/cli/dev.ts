@@ -94,7 +94,6 @@ async function forwardTo(emulator: Emulator, project: string, url: string): Prom
 
 function line(delivery: Delivery): string | undefined {
   const last = delivery.attempts.at(-1);
-  // Stryker disable next-line ConditionalExpression: without it, line() throws for a delivery not yet attempted, and the emulator ignores an onDelivery that throws: nothing is printed either way
   if (!last) return undefined;
   const outcome = last.status ?? last.error;
   const what = `${delivery.event.type} ${delivery.event.environment}${delivery.kind === "event" ? "" : ` (${delivery.kind})`}`;
@@ -182,13 +181,10 @@ export const devCommand: Command = {
       emulator = await createEmulator({
         port: port(values.port ?? "4000"),
         host,
-        // Stryker disable next-line ConditionalExpression: createEmulator treats an undefined token as none
         ...(token !== undefined ? { token } : {}),
-        // Stryker disable next-line ConditionalExpression: createEmulator treats an undefined stateFile as none
         ...(stateFile !== undefined ? { stateFile } : {}),
         onDelivery(delivery) {
           const text = line(delivery);
-          // Stryker disable next-line ConditionalExpression: writing undefined throws, and the emulator ignores an onDelivery that throws: nothing is printed either way
           if (text) stdout.write(text);
         },
       });
@@ -203,7 +199,6 @@ export const devCommand: Command = {
       }
       if (error instanceof TypeError) {
         const usage = usageOf(error);
-        // Stryker disable next-line ConditionalExpression,StringLiteral: without a token there is no token error, and replace("--token") changes only a message about the token
         if (token !== undefined && values.token === undefined && usage.message.startsWith("--token")) {
           usage.message = usage.message.replace("--token", `$${TOKEN_ENV}`);
         }

@@ -179,7 +179,6 @@ export class Store {
     if (changes.length > 0) {
       stored.updatedAt = this.now();
       const data: Record<string, unknown> = { flag: key, changes, actor: this.options.actor };
-      // Stryker disable next-line ConditionalExpression: an undefined comment is left out of the JSON body either way
       if (change.comment) data.comment = change.comment;
       this.emit([{ project: projectId, type: "flag.updated", environment: change.environment, data }]);
     }

@@ -27,7 +27,6 @@ export function createFlagInput(body: Body): { key: string; type: FlagType; vari
   if (typeof key !== "string") throw invalid("key is required and must be a string");
   if (!KEY.test(key)) throw invalid("key must contain only lowercase letters, digits and dashes");
   if (key.length > KEY_MAX) throw invalid(`key must be at most ${KEY_MAX} characters`);
-  // Stryker disable next-line ConditionalExpression: no value that is not a string is in TYPES, so the typeof check alone decides nothing
   if (typeof type !== "string" || !TYPES.includes(type as FlagType)) {
     throw invalid(`type is required and must be one of ${TYPES.join(", ")}`);
   }
@@ -53,7 +52,6 @@ function flagVariations(type: FlagType, variations: unknown): unknown[] {
   }
   variations.forEach((value, i) => {
     if (type === "string" && typeof value !== "string") throw invalid(`variations[${i}] must be a string`);
-    // Stryker disable next-line LogicalOperator: Number.isFinite is false for every non-number, so "||" and "&&" agree
     if (type === "number" && (typeof value !== "number" || !Number.isFinite(value))) {
       throw invalid(`variations[${i}] must be a number`);
     }
@@ -90,16 +88,13 @@ export function updateFlagInput(body: Body): { environment: string; on?: boolean
   if (comment !== undefined && typeof comment !== "string") throw invalid("comment must be a string");
   return {
     environment,
-    // Stryker disable next-line ConditionalExpression: the store treats an undefined "on" as not given
     ...(on !== undefined ? { on } : {}),
-    // Stryker disable next-line ConditionalExpression: the store treats an undefined percent as not given
     ...(percent !== undefined ? { percent } : {}),
     ...(comment ? { comment } : {}),
   };
 }
 
 export function rolloutPercent(value: unknown, field: string): number {
-  // Stryker disable next-line LogicalOperator: Number.isFinite is false for every non-number, so "||" and "&&" agree
   if (typeof value !== "number" || !Number.isFinite(value) || value < 0 || value > 100) {
     throw invalid(`${field} must be a number from 0 to 100`);
   }
@@ -112,7 +107,6 @@ export function rolloutPercent(value: unknown, field: string): number {
  * Undefined when it is not a host at all. `port` is "" when none is given.
  */
 export function parseHost(value: string): { hostname: string; port: string } | undefined {
-  // Stryker disable next-line ConditionalExpression,StringLiteral: "" would fail as new URL("http://") below, with the same answer
   if (value === "" || /[\s/\\?#@]/.test(value)) return undefined;
   try {
     const url = new URL(`http://${value}`);
