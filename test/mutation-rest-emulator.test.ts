@@ -387,3 +387,130 @@ describe("the Host guard", () => {
     }
   });
 });
+
+describe("routing, word for word", () => {
+  it("says what it does not serve, where and with which method", async () => {
+    await expectRefusal(call(emulator, "GET", "/nothing/here"), 404, "not_found", "no endpoint at /nothing/here");
+    const root = await raw({ method: "GET", path: "" });
+    expect([root.status, root.json]).toEqual([404, { error: { code: "not_found", message: "no endpoint at /" } }]);
+    const outside = await fetch(`${new URL(emulator.url).origin}/v3/projects`, { method: "POST" });
+    expect([outside.status, await outside.json()]).toEqual([
+      404,
+      { error: { code: "not_found", message: "nothing at POST /v3/projects" } },
+    ]);
+    // Paths that only start like the API's are not the API: no token is asked for.
+    const near = await fetch(`${new URL(emulator.url).origin}/v2x`, { method: "POST" });
+    expect([near.status, (await near.json()).error.message]).toEqual([404, "nothing at POST /v2x"]);
+    await expectRefusal(
+      call(emulator, "GET", "/_emulator/nowhere"),
+      404,
+      "not_found",
+      "no emulator endpoint at GET /nowhere",
+    );
+    await expectRefusal(
+      call(emulator, "PUT", path("/flags")),
+      405,
+      "method_not_allowed",
+      "PUT is not allowed here (allowed: GET, POST)",
+    );
+    await expectRefusal(
+      call(emulator, "PUT", "/_emulator/state"),
+      405,
+      "method_not_allowed",
+      "PUT is not allowed here (allowed: GET)",
+    );
+  });
+
+  it("names the path segment whose percent-encoding is broken", async () => {
+    await expectRefusal(
+      call(emulator, "GET", "/projects/%E0/flags"),
+      400,
+      "invalid_request",
+      "project in the path is not valid percent-encoding",
+    );
+    await expectRefusal(
+      call(emulator, "PATCH", path("/flags/%E0"), { body: { environment: "staging" } }),
+      400,
+      "invalid_request",
+      "key in the path is not valid percent-encoding",
+    );
+    await expectRefusal(
+      call(emulator, "DELETE", path("/webhooks/%E0")),
+      400,
+      "invalid_request",
+      "id in the path is not valid percent-encoding",
+    );
+    await expectRefusal(
+      call(emulator, "POST", `/_emulator${path("/flags/%E0/rollout-step")}`, {
+        body: { environment: "staging", percent: 5 },
+      }),
+      400,
+      "invalid_request",
+      "key in the path is not valid percent-encoding",
+    );
+    await expectRefusal(
+      call(emulator, "POST", "/_emulator/deliveries/%E0/redeliver"),
+      400,
+      "invalid_request",
+      "id in the path is not valid percent-encoding",
+    );
+  });
+
+  it("answers the token's absence and other origins word for word", async () => {
+    const unauthorized = "the API token is missing or invalid (send Authorization: Bearer <token>)";
+    await expectRefusal(call(emulator, "GET", path("/flags"), { token: null }), 401, "unauthorized", unauthorized);
+    // The scheme takes more than one space before the token, and nothing before "Bearer".
+    const spaced = await call(emulator, "GET", path("/flags"), {
+      headers: { authorization: `Bearer   ${emulator.token}` },
+    });
+    expect(spaced.status).toBe(200);
+    await expectRefusal(
+      call(emulator, "GET", path("/flags"), { headers: { authorization: `xBearer ${emulator.token}` } }),
+      401,
+      "unauthorized",
+      unauthorized,
+    );
+    await expectRefusal(
+      call(emulator, "GET", path("/flags"), { headers: { "sec-fetch-site": "cross-site" } }),
+      403,
+      "forbidden",
+      "the emulator answers no request made by another origin's page",
+    );
+    expect((await call(emulator, "GET", path("/flags"), { headers: { "sec-fetch-site": "none" } })).status).toBe(200);
+    const host = await raw({ method: "GET", path: path("/flags"), headers: { host: "example.com" } });
+    expect(host.json.error.message).toBe(
+      "the emulator answers only requests addressed to localhost, 127.0.0.1, [::1] or the address it listens on, with its port",
+    );
+  });
+
+  it("says what the emulator's own endpoints need", async () => {
+    expect((await create({ key: "e", type: "boolean" })).status).toBe(201);
+    const rollout = (body: unknown) => call(emulator, "POST", `/_emulator${path("/flags/e/rollout-step")}`, { body });
+    await expectRefusal(
+      rollout({ percent: 5 }),
+      400,
+      "invalid_request",
+      "environment is required and must be a string",
+    );
+    await expectRefusal(
+      rollout({ environment: "staging", percent: 101 }),
+      400,
+      "invalid_request",
+      "percent must be a number from 0 to 100",
+    );
+    await expectRefusal(
+      call(emulator, "POST", `/_emulator${path("/flags/e/guard-triggered")}`, {
+        body: { environment: "staging", action: "stopped" },
+      }),
+      400,
+      "invalid_request",
+      "action must be paused or rolled_back",
+    );
+    await expectRefusal(
+      call(emulator, "POST", "/_emulator/deliveries/dlv_none/redeliver"),
+      404,
+      "not_found",
+      "no such delivery",
+    );
+  });
+});
