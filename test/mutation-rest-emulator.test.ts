@@ -1,4 +1,7 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createEmulator, type Emulator } from "../src/emulator/index.js";
 import { call } from "./emulator/helpers.js";
@@ -512,5 +515,46 @@ describe("routing, word for word", () => {
       "not_found",
       "no such delivery",
     );
+  });
+});
+
+describe("the state file, refused word for word", () => {
+  const dirs: string[] = [];
+  afterAll(() => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+  function stateFile(content: unknown): string {
+    const dir = mkdtempSync(join(tmpdir(), "flag-webhooks-state-"));
+    dirs.push(dir);
+    const file = join(dir, "state.json");
+    writeFileSync(file, typeof content === "string" ? content : JSON.stringify(content));
+    return file;
+  }
+  const refused = (file: string, why: string) =>
+    expect(createEmulator({ stateFile: file })).rejects.toThrow(
+      new TypeError(`flag-webhooks/emulator: option "stateFile": cannot read the state file ${file}: ${why}`),
+    );
+  const valid = { version: 1, token: "state-token-1", seq: 0, projects: [], deliveries: [] };
+
+  it("refuses an empty path, a folder, and what is not a state file of this version", async () => {
+    await refused("", "it must be a file path");
+    const folder = mkdtempSync(join(tmpdir(), "flag-webhooks-state-"));
+    dirs.push(folder);
+    await refused(folder, "it is a directory");
+    const notState = "it is not a state file of this version of the emulator";
+    for (const content of [
+      { ...valid, version: 2 },
+      { ...valid, projects: {} },
+      { ...valid, deliveries: null },
+      null,
+      [],
+    ]) {
+      await refused(stateFile(content), notState);
+    }
+    for (const token of [7, "short", "with space s"])
+      await refused(stateFile({ ...valid, token }), "its token is not valid");
+    const emulatorFromState = await createEmulator({ stateFile: stateFile(valid) });
+    expect(emulatorFromState.token).toBe("state-token-1");
+    await emulatorFromState.close();
   });
 });
