@@ -558,3 +558,85 @@ describe("the state file, refused word for word", () => {
     await emulatorFromState.close();
   });
 });
+
+describe("the page's feeds", () => {
+  it("lists each project's flags newest first in the state", async () => {
+    for (const key of ["older", "newer"]) expect((await create({ key, type: "boolean" })).status).toBe(201);
+    const state = await call(emulator, "GET", "/_emulator/state");
+    const mine = state.json.projects.find((p: { id: string }) => p.id === project);
+    expect(mine.flags.map((f: { key: string }) => f.key)).toEqual(["newer", "older"]);
+    expect(state.headers.get("cache-control")).toBe("no-store");
+  });
+
+  it("streams changes as server-sent events to a holder of the token", async () => {
+    const origin = new URL(emulator.url).origin;
+    await expectRefusal(
+      call(emulator, "POST", "/_emulator/events"),
+      405,
+      "method_not_allowed",
+      "POST is not allowed here (allowed: GET)",
+    );
+    const denied = await fetch(`${origin}/_emulator/events?token=wrong-token-x`);
+    expect(denied.status).toBe(401);
+    const controller = new AbortController();
+    const stream = await fetch(`${origin}/_emulator/events?token=${encodeURIComponent(emulator.token)}`, {
+      signal: controller.signal,
+    });
+    try {
+      expect(stream.status).toBe(200);
+      expect(stream.headers.get("content-type")).toBe("text/event-stream; charset=utf-8");
+      expect(stream.headers.get("cache-control")).toBe("no-store");
+      const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+      let text = "";
+      const readUntil = async (needle: string) => {
+        while (!text.includes(needle)) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          text += new TextDecoder().decode(value);
+        }
+      };
+      await readUntil("retry: 1000\n\n");
+      expect(text.startsWith("retry: 1000\n\n")).toBe(true);
+      expect((await create({ key: "streamed", type: "boolean" })).status).toBe(201);
+      await readUntil('"streamed"');
+      const event = text.split("\n\n").find((part) => part.includes('"streamed"')) ?? "";
+      expect(event).toMatch(/^event: projects\ndata: \[/);
+    } finally {
+      controller.abort();
+    }
+  });
+
+  it("refuses to redeliver for a webhook that was deleted", async () => {
+    const made = await hook({ url: "http://127.0.0.1:9/webhooks", events: ["flag.created"] });
+    expect((await create({ key: "lost", type: "boolean" })).status).toBe(201);
+    const delivery = emulator.deliveries().find((d) => d.project === project);
+    expect(delivery).toBeDefined();
+    expect((await call(emulator, "DELETE", path(`/webhooks/${made.json.id}`))).status).toBe(204);
+    await expectRefusal(
+      call(emulator, "POST", `/_emulator/deliveries/${delivery?.id}/redeliver`),
+      409,
+      "webhook_deleted",
+      "the delivery's webhook was deleted",
+    );
+  });
+});
+
+describe("listening on every interface", () => {
+  it("gives loopback URLs for an unspecified bind address, and answers there", async () => {
+    for (const [host, shown] of [
+      ["0.0.0.0", "127.0.0.1"],
+      ["::", "[::1]"],
+    ] as const) {
+      const open = await createEmulator({ host, token: "bind-token-1" });
+      try {
+        expect(open.url).toMatch(new RegExp(`^http://${shown.replace(/[[\].]/g, "\\$&")}:\\d+/v2$`));
+        const answer = await fetch(`${open.url}/projects/p/flags`, {
+          headers: { authorization: "Bearer bind-token-1" },
+        });
+        expect(answer.status).toBe(200);
+      } finally {
+        await open.close();
+      }
+    }
+  });
+});
