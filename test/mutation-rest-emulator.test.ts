@@ -640,3 +640,37 @@ describe("listening on every interface", () => {
     }
   });
 });
+
+describe("options and the page's routes", () => {
+  it("checks every environment key and takes maxDeliveries from 1", async () => {
+    await expect(createEmulator({ environments: ["production", "not a key!"] })).rejects.toThrow(
+      'flag-webhooks/emulator: option "environments" must be a non-empty list of keys',
+    );
+    const one = await createEmulator({ maxDeliveries: 1 });
+    await one.close();
+  });
+
+  it("counts a flag unchanged for 30 days as stale by default", async () => {
+    expect((await create({ key: "old-flag", type: "boolean" })).status).toBe(201);
+    clock = new Date("2026-04-15T00:00:00.000Z");
+    const stale = await call(emulator, "GET", path("/flags?stale=true"));
+    expect(stale.json.data.map((f: { key: string }) => f.key)).toEqual(["old-flag"]);
+  });
+
+  it("serves the page to GET and HEAD only, and checks the origin of the API and its own endpoints", async () => {
+    const origin = new URL(emulator.url).origin;
+    expect((await fetch(`${origin}/`, { method: "HEAD" })).status).toBe(200);
+    const posted = await fetch(`${origin}/`, { method: "POST" });
+    expect([posted.status, (await posted.json()).error.message]).toEqual([404, "nothing at POST /"]);
+    for (const where of ["/_emulator/state", "", "/projects/p/flags"]) {
+      await expectRefusal(
+        call(emulator, "GET", where.startsWith("/_emulator") ? where : `${where}`, {
+          headers: { "sec-fetch-site": "cross-site" },
+        }),
+        403,
+        "forbidden",
+        "the emulator answers no request made by another origin's page",
+      );
+    }
+  });
+});
