@@ -136,10 +136,112 @@ describe("DynamoDBDedupeStore options", () => {
     expect(() => new DynamoDBDedupeStore({} as never, { table: db.table, scope: "a" })).toThrow(
       /needs a DynamoDBClient/,
     );
+    expect(() => new DynamoDBDedupeStore(undefined as never, { table: db.table, scope: "a" })).toThrow(
+      /needs a DynamoDBClient/,
+    );
     expect(() => new DynamoDBDedupeStore(db.client(), { scope: "a" } as never)).toThrow(/option "table"/);
+    // DynamoDB table names are 3 to 255 characters.
+    expect(() => new DynamoDBDedupeStore(db.client(), { table: "ab", scope: "a" })).toThrow(/option "table"/);
+    expect(() => new DynamoDBDedupeStore(db.client(), { table: "abc", scope: "a" })).not.toThrow();
     expect(() => new DynamoDBDedupeStore(db.client(), { table: db.table, scope: "a", timeout: "soon" })).toThrow(
       /option "timeout"/,
     );
+  });
+});
+
+// A claim refused while the record is there, and the record changing before the store reads it:
+// each race is made on dynalite by running the other instance's step just before the read (or
+// the write), with the SDK's middleware on the racing store's own client.
+describe("DynamoDBDedupeStore under races and refusals", () => {
+  /** A client that runs `before(commandName)` before each command it sends. */
+  function racingClient(before: (command: string) => Promise<unknown>): DynamoDBClient {
+    const client = db.client();
+    client.middlewareStack.add(
+      (next, context) => async (args) => {
+        await before(String(context.commandName));
+        return next(args);
+      },
+      { step: "initialize" },
+    );
+    return client;
+  }
+
+  it("claims an id released between its refused claim and the read", async () => {
+    const scope = newScope();
+    const id = `evt_${randomUUID()}`;
+    const holder = store(scope);
+    expect(await holder.claim(id, 10_000)).toBe("claimed");
+    const sent: string[] = [];
+    const racer = store(
+      scope,
+      racingClient(async (command) => {
+        sent.push(command);
+        if (command === "GetItemCommand") await holder.release(id);
+      }),
+    );
+    expect(await racer.claim(id, 10_000)).toBe("claimed");
+    expect(sent).toEqual(["PutItemCommand", "GetItemCommand", "PutItemCommand"]);
+  });
+
+  it("answers in_flight when the id is taken again at each of its two tries", async () => {
+    const scope = newScope();
+    const id = `evt_${randomUUID()}`;
+    const holder = store(scope);
+    let puts = 0;
+    const racer = store(
+      scope,
+      racingClient(async (command) => {
+        if (command === "PutItemCommand" && ++puts === 1) expect(await holder.claim(id, 10_000)).toBe("claimed");
+        if (command === "PutItemCommand" && puts === 2) expect(await holder.claim(id, 10_000)).toBe("claimed");
+        if (command === "GetItemCommand") await holder.release(id);
+      }),
+    );
+    expect(await racer.claim(id, 10_000)).toBe("in_flight");
+    expect(puts).toBe(2);
+  });
+
+  it("never releases another instance's claim, though both share the scope", async () => {
+    const scope = newScope();
+    const id = `evt_${randomUUID()}`;
+    const [a, b] = [store(scope), store(scope)];
+    expect(await a.claim(id, 10_000)).toBe("claimed");
+    await b.release(id);
+    expect(await b.claim(id, 10_000)).toBe("in_flight");
+    expect((await db.item(`${scope}#${id}`))?.state).toEqual({ S: "claimed" });
+  });
+
+  it("throws what DynamoDB refuses, other than its own condition", async () => {
+    const scope = newScope();
+    const id = `evt_${randomUUID()}`;
+    // A lease that is no number: DynamoDB refuses the item ("NaN" is no number).
+    await expect(store(scope).claim(id, Number.NaN)).rejects.toThrow();
+    expect(await db.items(`${scope}#`)).toEqual([]);
+    // A table that does not exist: every call fails, release too.
+    const missing = new DynamoDBDedupeStore(db.client(), { table: "no-such-table", scope });
+    await expect(missing.claim(id, 10_000)).rejects.toMatchObject({ name: "ResourceNotFoundException" });
+    await expect(missing.release(id)).rejects.toMatchObject({ name: "ResourceNotFoundException" });
+    await expect(missing.complete(id, 10_000)).rejects.toMatchObject({ name: "ResourceNotFoundException" });
+  });
+
+  it("gives up on an endpoint that never answers, by its own timeout", async () => {
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    try {
+      const endpoint = `http://127.0.0.1:${(silent.address() as { port: number }).port}`;
+      const lost = new DynamoDBDedupeStore(db.client({ endpoint, maxAttempts: 1 }), {
+        table: db.table,
+        scope: "lost",
+        timeout: 200,
+      });
+      // Only the store's timeout ends these: without it each would wait forever.
+      await expect(lost.claim("evt_lost", 10_000)).rejects.toThrow();
+      await expect(lost.complete("evt_lost", 10_000)).rejects.toThrow();
+      await expect(lost.release("evt_lost")).rejects.toThrow();
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
   });
 });
 

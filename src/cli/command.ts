@@ -41,6 +41,7 @@ export interface Command {
 
 /** A mistake in how the command was called: printed as one line plus a hint to --help, exit 2. */
 export class UsageError extends Error {
+  // Stryker disable next-line StringLiteral: not observable: main() tells errors apart with instanceof and prints only their message
   override name = "UsageError";
 }
 
@@ -49,6 +50,7 @@ export class UsageError extends Error {
  * exit 1. Its message must never contain the secret.
  */
 export class CommandError extends Error {
+  // Stryker disable next-line StringLiteral: not observable: main() tells errors apart with instanceof and prints only their message
   override name = "CommandError";
 }
 

