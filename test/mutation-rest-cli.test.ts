@@ -717,14 +717,10 @@ describe("send", () => {
     answer = { status: 202, body: "" };
     const path = file("tamper.json", original);
     const result = await run(["send", urlOf(recorder), "-f", path, "--tamper"], withSecret);
-    // The byte's index and new value are checked; the "from" part is not: for a file or stdin it
-    // shows the changed byte too (src/cli/send.ts tamper(): Buffer#slice does not copy).
-    const [before, after] = description.split(/ from \S+ to /) as [string, string | undefined];
+    // The whole description, the byte before included: a file's body is a Buffer, whose slice()
+    // did not copy, so the line once showed the new byte twice.
     const line = result.stdout.split("\n")[0] ?? "";
-    expect(line.startsWith(`--> ${path}: ${Buffer.byteLength(tampered)} bytes, signed, then ${before}`), line).toBe(
-      true,
-    );
-    if (after !== undefined) expect(line.endsWith(` to ${after}`), line).toBe(true);
+    expect(line).toBe(`--> ${path}: ${Buffer.byteLength(tampered)} bytes, signed, then ${description}`);
     expect(recorded?.body.toString("latin1")).toBe(tampered);
     expect(recorded?.headers["service-signature"]).toBe(hmac(original));
   });
@@ -839,16 +835,10 @@ describe("send", () => {
       );
     });
 
-    it("fetch refuses the URL itself: its reason, with no code to add", async () => {
-      const result = await run(["send", "http://user:pw@127.0.0.1:1/"], withSecret);
-      expect(result.code).toBe(1);
-      expect(
-        result.stderr.startsWith(
-          "flag-webhooks: could not reach http://127.0.0.1:1/: Request cannot be constructed from a URL that includes credentials",
-        ),
-      ).toBe(true);
-      expect(result.stderr).not.toMatch(/\)\n$/);
-      expect(result.stderr.split("\n")).toHaveLength(2);
+    it("refuses a URL with credentials before sending, and never prints the password", async () => {
+      const result = await run(["send", "http://user:pw-secret@127.0.0.1:1/"], withSecret);
+      expectOneLineError(result, 2, "<url> must not contain credentials", "send");
+      expect(result.stderr + result.stdout).not.toContain("pw-secret");
     });
 
     it("fetch refuses the port", async () => {

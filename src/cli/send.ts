@@ -133,6 +133,9 @@ function parseUrl(text: string): URL {
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     throw new UsageError(`invalid URL "${text}": only http:// and https:// are supported`);
   }
+  // fetch refuses them anyway, and its message would echo the password: the signature is what
+  // authenticates a delivery.
+  if (url.username || url.password) throw new UsageError("<url> must not contain credentials");
   return url;
 }
 
@@ -141,7 +144,8 @@ function parseUrl(text: string): URL {
  * letter changes case): the receiver must then refuse it for its signature alone.
  */
 function tamper(original: Uint8Array): { body: Uint8Array<ArrayBuffer>; description: string } {
-  const body = original.slice();
+  // A copy, also of a Buffer (whose slice() is a view): the description shows the byte before.
+  const body = new Uint8Array(original);
   let index = lastIndex(body, (b) => b >= 0x30 && b <= 0x39);
   if (index >= 0) {
     body[index] = 0x30 + (((body[index] as number) - 0x30 + 1) % 10);
