@@ -1,7 +1,8 @@
 import { createHmac, randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { type WebhookHandlerOptions, webhookHandler } from "../src/adapters/fetch.js";
+import { verifyRequest, type WebhookHandlerOptions, webhookHandler } from "../src/adapters/fetch.js";
+import { webhookHandler as lambdaHandler } from "../src/adapters/lambda.js";
 import { type DedupeStore, MemoryDedupeStore, SIGNATURE_HEADER, WebhookError } from "../src/index.js";
 
 // The receiver's decisions as a fetch user sees them (real Request and Response objects): the
@@ -110,14 +111,50 @@ describe("refusals: status, error body and headers", () => {
     });
   });
 
-  it("a string body left by a parser is measured in UTF-8 bytes", async () => {
+  it("a string body (Lambda's) is measured and verified as UTF-8 bytes", async () => {
     // 40 characters of "é" are 80 bytes: over a limit of 60 although the string has 40 units.
-    const received: unknown[] = [];
-    const { createReceiver } = await import("../src/receiver.js");
-    const receiver = createReceiver({ secret, limit: 60, onEvent: () => {}, onError: (e) => void received.push(e) });
     const text = "é".repeat(40);
-    const answer = await receiver.handle({ method: "POST", signature: sign(text), body: () => text });
-    expect(answer).toMatchObject({ status: 413 });
+    const invoke = (limit: number) =>
+      lambdaHandler({ secret, limit, onEvent: () => {} })(
+        { httpMethod: "POST", headers: { [SIGNATURE_HEADER]: sign(text) }, body: text } as never,
+        {} as never,
+      );
+    const over = await invoke(60);
+    expect([over.statusCode, JSON.parse(over.body ?? "")]).toEqual([
+      413,
+      error("payload_too_large", "body is larger than the limit of 60 bytes"),
+    ]);
+    // Within the limit, the signature over the UTF-8 bytes matches: refused only as no JSON.
+    const within = await invoke(80);
+    expect([within.statusCode, JSON.parse(within.body ?? "").error.code]).toEqual([400, "invalid_payload"]);
+  });
+
+  it("refuses a missing signature before reading the body: no 413 for an unsigned oversized body", async () => {
+    const answer = await seen(await handler({ limit: 10 })(request(body(), { headers: {} })));
+    expect(answer.status).toBe(401);
+    expect(answer.body).toEqual(error("missing_signature", `missing ${SIGNATURE_HEADER} header`));
+  });
+
+  it("tells an invocation that is no HTTP request why it gets 405", async () => {
+    const result = await lambdaHandler({ secret, onEvent: () => {} })({ Records: [] } as never, {} as never);
+    expect(result.statusCode).toBe(405);
+    expect(JSON.parse(result.body ?? "").error.message).toMatch(
+      /^this invocation is not an HTTP request: it is a batch/,
+    );
+  });
+
+  it("verifyRequest tells onRejected of each refusal, and throws it", async () => {
+    const rejected: string[] = [];
+    const onRejected = (e: WebhookError) => void rejected.push(e.code);
+    await expect(verifyRequest(request(body(), { headers: {} }), { secret, onRejected })).rejects.toMatchObject({
+      code: "missing_signature",
+    });
+    const event = await verifyRequest(request(body("evt_ok")), { secret, onRejected });
+    expect(event.id).toBe("evt_ok");
+    expect(rejected).toEqual(["missing_signature"]);
+    await expect(verifyRequest(request(body(), { headers: {} }), { secret })).rejects.toMatchObject({
+      code: "missing_signature",
+    });
   });
 
   it("500 handler_error without the thrown message, which goes to onError", async () => {
@@ -288,6 +325,11 @@ describe("what onEvent returns", () => {
     ]);
     expect(await answerTo({ status: 202, body: null })).toMatchObject({ status: 202, type: null, body: null });
     expect(await answerTo({ status: 299, headers: { "x-run": "1" } })).toMatchObject({ status: 299, body: null });
+  });
+
+  it("takes reply statuses from 200 to 599, bounds included", async () => {
+    expect(await answerTo({ status: 200 })).toMatchObject({ status: 200, body: null });
+    expect(await answerTo({ status: 599 })).toMatchObject({ status: 599, body: null });
   });
 
   it("an object that is not a plain object is no reply: 204", async () => {
