@@ -230,6 +230,54 @@ describe("refusals: status, error body and headers", () => {
   });
 });
 
+describe("what a refusal tells the hooks", () => {
+  it("a refusal is not an error: without onRejected, onError hears nothing", async () => {
+    const errors: unknown[] = [];
+    const answer = await handler({ onError: (e) => void errors.push(e) })(request(body(), { headers: {} }));
+    expect(answer.status).toBe(401);
+    expect(errors).toEqual([]);
+  });
+
+  it("store_unavailable carries the store's error as its cause", async () => {
+    const rejected: WebhookError[] = [];
+    const broken = new Error("ECONNRESET");
+    const store = { ...recordingStore(), claim: () => Promise.reject(broken) };
+    await handler({ dedupe: { store, ttl: "1h" }, onRejected: (e) => void rejected.push(e) })(request());
+    expect(rejected.map((e) => [e.code, e.cause])).toEqual([["store_unavailable", broken]]);
+  });
+
+  it.each<[unknown, string]>([
+    ["yes", '"yes"'],
+    [42, "42"],
+    [null, "null"],
+    [undefined, "undefined"],
+  ])("a claim() answering %j is reported as such, and answered 503", async (value, shown) => {
+    const errors: unknown[] = [];
+    const store = { ...recordingStore(), claim: () => value as never };
+    const answer = await handler({ dedupe: { store, ttl: "1h" }, onError: (e) => void errors.push(e) })(request());
+    expect(answer.status).toBe(503);
+    expect(errors).toEqual([
+      new TypeError(
+        `flag-webhooks: the dedupe store's claim() answered ${shown}, not "claimed", "in_flight" or "done"`,
+      ),
+    ]);
+  });
+
+  it("a Lambda result whose statusCode is no HTTP status is a handler failure (500), reported", async () => {
+    const errors: unknown[] = [];
+    const text = body();
+    const result = await lambdaHandler({
+      secret,
+      onEvent: () => ({ statusCode: 99, body: "" }),
+      onError: (e) => void errors.push(e),
+    })({ httpMethod: "POST", headers: { [SIGNATURE_HEADER]: sign(text) }, body: text } as never, {} as never);
+    expect(result.statusCode).toBe(500);
+    expect(errors).toEqual([
+      new TypeError("flag-webhooks: onEvent returned a result with no valid HTTP status to answer with"),
+    ]);
+  });
+});
+
 describe("options, checked when the handler is created", () => {
   const make = (options: unknown) => () => webhookHandler(options as WebhookHandlerOptions);
 
@@ -294,6 +342,17 @@ describe("options, checked when the handler is created", () => {
     );
   });
 
+  it("names maxAge when it is no duration, and takes dedupe: null as a mistake, not as no dedupe", () => {
+    expect(make({ secret, onEvent: () => {}, maxAge: "a while" })).toThrow(
+      new TypeError(
+        'flag-webhooks: option "maxAge" must be a positive number of milliseconds or a duration such as "5m", got "a while"',
+      ),
+    );
+    expect(make({ secret, onEvent: () => {}, dedupe: null })).toThrow(
+      new TypeError('flag-webhooks: option "dedupe.store" must be a DedupeStore (claim, complete, release)'),
+    );
+  });
+
   it("names bodyTimeout when it is no duration", () => {
     expect(make({ secret, onEvent: () => {}, bodyTimeout: "later" })).toThrow(
       /option "bodyTimeout" must be a positive/,
@@ -328,7 +387,7 @@ describe("what onEvent returns", () => {
   });
 
   it("takes reply statuses from 200 to 599, bounds included", async () => {
-    expect(await answerTo({ status: 200 })).toMatchObject({ status: 200, body: null });
+    expect(await answerTo({ status: 200 })).toMatchObject({ status: 200, body: null, close: null });
     expect(await answerTo({ status: 599 })).toMatchObject({ status: 599, body: null });
   });
 
@@ -339,7 +398,7 @@ describe("what onEvent returns", () => {
     expect(await answerTo(new Job())).toMatchObject({ status: 204, body: null });
     const bare = Object.assign(Object.create(null), { status: 201 });
     expect(await answerTo(bare)).toMatchObject({ status: 201 });
-    expect(await answerTo({ ok: true })).toMatchObject({ status: 204 });
+    expect(await answerTo({ ok: true })).toMatchObject({ status: 204, close: null });
     expect(await answerTo("done")).toMatchObject({ status: 204 });
   });
 
