@@ -186,3 +186,27 @@ describe("WebhookError across two copies of the package", () => {
     expect((error as WebhookError).message).toBe("createdAt must be a string");
   });
 });
+
+describe("the body limit", () => {
+  it.each([-1, -1024, 1.5, Number.NaN])("refuses the number %s when the handler is made, naming it", (limit) => {
+    expect(() => webhookHandler({ secret, limit, onEvent: () => {} })).toThrow(
+      new TypeError(
+        `flag-webhooks: option "limit" must be a non-negative whole number of bytes or a size such as "512kb", got ${JSON.stringify(limit)}`,
+      ),
+    );
+  });
+
+  it("takes 0: only an empty body passes", async () => {
+    const handler = webhookHandler({ secret, limit: 0, onEvent: () => {} });
+    const post = (text: string) =>
+      handler(
+        new Request("http://localhost/webhooks", {
+          method: "POST",
+          body: text,
+          headers: { [SIGNATURE_HEADER]: signature(text) },
+        }),
+      );
+    expect((await post("{")).status).toBe(413);
+    expect((await post("")).status).toBe(400); // authentic, within the limit, and not an event
+  });
+});
