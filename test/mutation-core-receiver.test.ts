@@ -692,3 +692,108 @@ describe("hooks and the clock", () => {
     expect(now).toHaveBeenCalledTimes(1);
   });
 });
+
+describe("more edges the receiver's mutation run left", () => {
+  /** A Telemetry that writes down what each delivery tells it. */
+  function recordingTelemetry() {
+    const log: string[] = [];
+    return {
+      log,
+      telemetry: {
+        delivery: () => ({
+          verified: () => void log.push("verified"),
+          store: (operation: string) => void log.push(`store ${operation}`),
+          run: <T>(fn: () => T) => fn(),
+          handler: () => void log.push("handler"),
+          end: (outcome: string, status: number | undefined) => void log.push(`end ${outcome} ${status}`),
+        }),
+      },
+    };
+  }
+
+  it("telemetry hears a refusal that is no WebhookError as handler_error 500", async () => {
+    const { log, telemetry } = recordingTelemetry();
+    const answer = await handler({ telemetry, maxAge: "5m", now: () => Number.NaN })(request());
+    expect(answer.status).toBe(500);
+    expect(log).toEqual(["verified", "end handler_error 500"]);
+  });
+
+  it("telemetry hears the claim of a store that fails, and the complete of one that keeps failing", async () => {
+    const down = recordingTelemetry();
+    const store = { ...recordingStore(), claim: () => Promise.reject(new Error("down")) };
+    await handler({ telemetry: down.telemetry, dedupe: { store, ttl: "1h" } })(request());
+    expect(down.log).toEqual(["verified", "store claim", "end store_unavailable 503"]);
+    const readonly = recordingTelemetry();
+    const failing = { ...recordingStore(), complete: () => Promise.reject(new Error("READONLY")) };
+    await handler({ telemetry: readonly.telemetry, dedupe: { store: failing, ttl: "1h", timeout: 40 } })(request());
+    expect(readonly.log).toEqual(["verified", "store claim", "handler", "store complete", "end handled 204"]);
+  });
+
+  it("verifyRequest tells onRejected of WebhookErrors only, and logs nothing without it", async () => {
+    const log = vi.spyOn(console, "error").mockImplementation(() => {});
+    await expect(verifyRequest(request(body(), { headers: {} }), { secret })).rejects.toBeInstanceOf(WebhookError);
+    expect(log).not.toHaveBeenCalled();
+    const rejected: unknown[] = [];
+    const clockless = verifyRequest(request(), {
+      secret,
+      maxAge: "5m",
+      now: () => Number.NaN,
+      onRejected: (e) => void rejected.push(e),
+    });
+    await expect(clockless).rejects.toBeInstanceOf(TypeError);
+    expect(rejected).toEqual([]);
+  });
+
+  it("a store that answers complete() after the timeout is reported once, and its late answer ignored", async () => {
+    const errors: unknown[] = [];
+    const memory = new MemoryDedupeStore();
+    const store = {
+      ...recordingStore(memory),
+      complete: (id: string, ttl: number) => sleep(120).then(() => memory.complete(id, ttl)),
+    };
+    const answer = await handler({ dedupe: { store, ttl: "1h", timeout: 30 }, onError: (e) => void errors.push(e) })(
+      request(),
+    );
+    expect(answer.status).toBe(204);
+    await sleep(150); // the late answers arrive, and must throw nowhere
+    expect(errors).toHaveLength(1);
+    expect((errors[0] as Error).message).toMatch(/^the dedupe store did not answer within [\d.]+ ms$/);
+  });
+
+  it("a claim() answering an object is named as text", async () => {
+    const errors: unknown[] = [];
+    const store = { ...recordingStore(), claim: () => ({ state: "claimed" }) as never };
+    await handler({ dedupe: { store, ttl: "1h" }, onError: (e) => void errors.push(e) })(request());
+    expect(errors).toEqual([
+      new TypeError(
+        `flag-webhooks: the dedupe store's claim() answered [object Object], not "claimed", "in_flight" or "done"`,
+      ),
+    ]);
+  });
+
+  it("shows at most 40 characters of a reply header name that cannot be sent", async () => {
+    const errors: unknown[] = [];
+    const name = `${"x".repeat(45)} y`;
+    const answer = await handler({
+      onEvent: () => ({ status: 200, headers: { [name]: "1" } }),
+      onError: (e) => void errors.push(e),
+    })(request());
+    expect(answer.status).toBe(500);
+    expect(errors).toEqual([
+      new TypeError(`flag-webhooks: onEvent returned a reply header "${"x".repeat(40)}" that cannot be sent`),
+    ]);
+  });
+
+  it("a reply without a body gets no content type", async () => {
+    const answer = await seen(
+      await handler({ onEvent: () => ({ status: 202, headers: { "x-run": "1" } }) })(request()),
+    );
+    expect(answer).toMatchObject({ status: 202, type: null, body: null, close: null });
+  });
+
+  it("releases a claim when a handler fails within a short lease", async () => {
+    const store = recordingStore();
+    await handler({ dedupe: { store, ttl: "1h", inFlightTtl: "2s" }, onEvent: () => ({ status: 500 }) })(request());
+    expect(store.calls).toEqual(["claim 2000", "release"]);
+  });
+});
