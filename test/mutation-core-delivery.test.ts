@@ -179,3 +179,32 @@ describe("webhookHandler with maxAge (the same window through an adapter)", () =
     });
   });
 });
+
+describe("RedisDedupeStore with a client of its own", () => {
+  it("passes the client's own error on at once, not as a timeout", async () => {
+    const refused = new Error("READONLY You can't write against a read only replica.");
+    const store = new RedisDedupeStore({ call: () => Promise.reject(refused) }, { scope: "app", timeout: "10s" });
+    const began = Date.now();
+    await expect(store.claim("evt_1", 1000)).rejects.toBe(refused);
+    await expect(store.complete("evt_1", 1000)).rejects.toBe(refused);
+    expect(Date.now() - began).toBeLessThan(5000);
+  });
+
+  it("reads a claim that found no key as claimed, whether the client says null or undefined", async () => {
+    for (const nothing of [null, undefined]) {
+      const sent: string[][] = [];
+      const store = new RedisDedupeStore(
+        {
+          sendCommand: async (args: string[]) => {
+            sent.push(args);
+            return nothing;
+          },
+        },
+        { scope: "app", prefix: "p:" },
+      );
+      expect(await store.claim("evt_1", 1500.2)).toBe("claimed");
+      expect(sent[0]?.slice(0, 2)).toEqual(["SET", "p:app:evt_1"]);
+      expect(sent[0]?.slice(3)).toEqual(["PX", "1501", "NX", "GET"]);
+    }
+  });
+});
