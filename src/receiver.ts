@@ -548,7 +548,8 @@ export function createReceiver<Context extends unknown[]>(
       await settle(answer.status);
       return answer;
     } catch (error) {
-      await settle(undefined);
+      // Answered 500 below: telemetry is told that status (the store releases the id either way).
+      await settle(500);
       report(error, context);
       return errorResponse(undefined);
     }

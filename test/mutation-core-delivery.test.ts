@@ -145,11 +145,14 @@ describe("MemoryDedupeStore", () => {
 });
 
 describe("createRouter", () => {
-  it.each([[["flag.updated", 5]], [[null]]])("refuses to route %j, saying what it takes", (types) => {
-    expect(() => createRouter().on(types as never, () => {})).toThrow(
-      new TypeError("flag-webhooks: router.on() takes an event type or a list of them"),
-    );
-  });
+  it.each([[["flag.updated", 5]], [[null]], [5], [null], [{ length: 1 }]])(
+    "refuses to route %j, saying what it takes",
+    (types) => {
+      expect(() => createRouter().on(types as never, () => {})).toThrow(
+        new TypeError("flag-webhooks: router.on() takes an event type or a list of them"),
+      );
+    },
+  );
 
   it("routes an event whose type arrives in a list with others", async () => {
     const seen: string[] = [];

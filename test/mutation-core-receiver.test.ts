@@ -718,6 +718,13 @@ describe("more edges the receiver's mutation run left", () => {
     expect(log).toEqual(["verified", "end handler_error 500"]);
   });
 
+  it("telemetry hears a reply that cannot be sent as the 500 the client gets", async () => {
+    const { log, telemetry } = recordingTelemetry();
+    const answer = await handler({ telemetry, onEvent: () => ({ status: 600 }) })(request());
+    expect(answer.status).toBe(500);
+    expect(log).toEqual(["verified", "handler", "end handler_error 500"]);
+  });
+
   it("telemetry hears the claim of a store that fails, and the complete of one that keeps failing", async () => {
     const down = recordingTelemetry();
     const store = { ...recordingStore(), claim: () => Promise.reject(new Error("down")) };

@@ -55,7 +55,9 @@ export function createRouter<Context extends unknown[] = []>(): Router<Context> 
 
   router.on = (type, handler) => {
     assertHandler(handler);
-    for (const one of typeof type === "string" ? [type] : type) {
+    // Only a string or an array: anything else (a number, say) is not iterable, and would fail
+    // with the engine's message instead of ours.
+    for (const one of typeof type === "string" ? [type] : Array.isArray(type) ? type : [undefined]) {
       if (typeof one !== "string")
         throw new TypeError("flag-webhooks: router.on() takes an event type or a list of them");
       const list = byType.get(one) ?? [];
