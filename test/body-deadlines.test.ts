@@ -114,6 +114,17 @@ describe("body timeouts with many bodies in flight", () => {
     }
   });
 
+  it("times any number of bodies in flight with one timer", async () => {
+    const port = await start();
+    const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length;
+    const before = timers();
+    const stalled = Array.from({ length: 20 }, () => sendInTwoParts(port));
+    // Wait until the server has begun reading every body (each is one Map entry, not a timer).
+    await sleep(TIMEOUT / 3);
+    expect(timers() - before).toBeLessThanOrEqual(1);
+    for (const body of stalled) expect(await body.status).toBe(408);
+  });
+
   it("keeps no process alive once the bodies are read: a script that closes its server exits", async () => {
     // With a 60 s bodyTimeout, a timer that held the process would keep it for a minute.
     const script = `

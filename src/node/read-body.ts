@@ -90,5 +90,6 @@ function wake(clock: Clock, ms: number): void {
       if (!oldest.done && !clock.timer) wake(clock, Math.max(1, Math.ceil(oldest.value - performance.now())));
     }
   }, ms);
+  // Stryker disable next-line OptionalChaining: Node's timers always have unref (other runtimes' may not).
   (clock.timer as { unref?: () => void }).unref?.();
 }
