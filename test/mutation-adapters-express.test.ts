@@ -149,3 +149,27 @@ describe("Express middleware", () => {
     expect(outcomes).toEqual(["invalid_payload"]);
   });
 });
+
+describe("the wire watch (src/node/settle-on-answer.ts)", () => {
+  it("gives the response its own methods back once the answer is sent", async () => {
+    const restored: boolean[] = [];
+    const middleware = webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } });
+    server = await listen(
+      createServer((req, res) => {
+        res.on("finish", () => {
+          const proto = Object.getPrototypeOf(res) as typeof res;
+          restored.push(res.end === proto.end && res.writeHead === proto.writeHead && res.destroy === proto.destroy);
+        });
+        void middleware(req, res, () => {
+          // While the route answers, the watch is in place.
+          restored.push(res.end !== Object.getPrototypeOf(res).end);
+          res.writeHead(204).end();
+        });
+      }),
+    );
+    const port = (server.address() as AddressInfo).port;
+    expect((await post(port, signedDelivery(SECRET))).status).toBe(204);
+    await sleep(20);
+    expect(restored).toEqual([true, true]);
+  });
+});
