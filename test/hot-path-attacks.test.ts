@@ -589,3 +589,31 @@ describe("DEFECT: the Express middleware's promise contract on the synchronous p
     expect(threwSynchronously).toBe(false);
   });
 });
+
+describe("the Express middleware's promise contract, with onEvent", () => {
+  it("rejects its returned Promise, never throws, when reading the request throws (a rawBody getter)", async () => {
+    const middleware = webhookMiddleware({ secret: SECRET, onEvent: () => {} });
+    let threwSynchronously = false;
+    const port = await serve((req, res) => {
+      Object.defineProperty(req, "rawBody", {
+        get() {
+          throw new Error("a framework's rawBody getter failed");
+        },
+      });
+      try {
+        middleware(req, res, () => {}).catch(() => res.writeHead(500).end());
+      } catch {
+        threwSynchronously = true;
+        res.writeHead(500).end();
+      }
+    });
+    const { body } = signedDelivery(SECRET);
+    const response = await fetch(`http://127.0.0.1:${port}/`, {
+      method: "POST",
+      headers: { "service-signature": mac(SECRET, body) },
+      body,
+    });
+    expect(response.status).toBe(500);
+    expect(threwSynchronously).toBe(false);
+  });
+});

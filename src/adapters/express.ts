@@ -68,17 +68,17 @@ export function webhookMiddleware<
   });
 
   return function flagWebhooksExpress(req, res, next) {
-    if (options.onEvent) {
-      return receiver.handle(deliveryOf(req), req, res).then((answer) => {
-        // undefined: the handler answered on `res` itself.
-        if (answer && "status" in answer) sendAnswer(res, answer);
-      });
-    }
     // No await on the way to next(): the receiver answers synchronously what it can, and this is
     // the path every delivery takes (bench/http.mjs measures it against a hand-written receiver).
     // Whatever throws on the way (a rawBody getter, the route after us) rejects the promise
     // returned, as it did when this was an async function: it never throws at the caller.
     try {
+      if (options.onEvent) {
+        return receiver.handle(deliveryOf(req), req, res).then((answer) => {
+          // undefined: the handler answered on `res` itself.
+          if (answer && "status" in answer) sendAnswer(res, answer);
+        });
+      }
       const result = receiver.accept(deliveryOf(req), req, res);
       if (!(result instanceof Promise)) return passOn(result, req, res, next);
       return result.then((accepted) => passOn(accepted, req, res, next));
