@@ -617,3 +617,25 @@ describe("the Express middleware's promise contract, with onEvent", () => {
     expect(threwSynchronously).toBe(false);
   });
 });
+
+describe("the Express middleware's promises", () => {
+  it("gives each request a promise of its own on the synchronous path", async () => {
+    const middleware = webhookMiddleware({ secret: SECRET });
+    const returned: Promise<void>[] = [];
+    const port = await serve((req, res) => {
+      (req as IncomingMessage & { rawBody: string }).rawBody = String(req.headers["x-raw-body"]);
+      returned.push(middleware(req, res, () => res.writeHead(204).end()));
+    });
+    for (let i = 0; i < 2; i++) {
+      const { body } = signedDelivery(SECRET);
+      const response = await fetch(`http://127.0.0.1:${port}/`, {
+        method: "POST",
+        headers: { "service-signature": mac(SECRET, body), "x-raw-body": body },
+      });
+      expect(response.status).toBe(204);
+    }
+    expect(returned).toHaveLength(2);
+    expect(returned[0]).toBeInstanceOf(Promise);
+    expect(returned[0]).not.toBe(returned[1]);
+  });
+});

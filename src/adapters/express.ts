@@ -88,9 +88,11 @@ export function webhookMiddleware<
   };
 }
 
-const DONE: Promise<void> = Promise.resolve();
-
-/** Hands an accepted delivery to the next handler, or answers the refusal. */
+/**
+ * Hands an accepted delivery to the next handler, or answers the refusal. Each call gets a promise
+ * of its own, as from verifySignature: one shared by every request could be decorated by a caller
+ * for all the others.
+ */
 function passOn(
   accepted: Accepted | Answer,
   req: IncomingMessage,
@@ -99,12 +101,12 @@ function passOn(
 ): Promise<void> {
   if (!("event" in accepted)) {
     sendAnswer(res, accepted);
-    return DONE;
+    return Promise.resolve();
   }
   (req as WebhookRequest).webhookEvent = accepted.event;
   if (accepted.run) accepted.run(next);
   else next();
-  return DONE;
+  return Promise.resolve();
 }
 
 /**
