@@ -138,7 +138,9 @@ interface SavedState {
 }
 
 class EmulatorServer implements Emulator {
+  // Stryker disable next-line StringLiteral: listen() sets it before createEmulator returns the emulator
   url = "";
+  // Stryker disable next-line StringLiteral: listen() sets it before createEmulator returns the emulator
   pageUrl = "";
   readonly token: string;
   private readonly store: Store;
@@ -151,6 +153,7 @@ class EmulatorServer implements Emulator {
   private lastSave = 0;
   private closed = false;
   /** The port listened on, and the hosts a `Host` header may name besides loopback. */
+  // Stryker disable next-line StringLiteral: listen() sets it before the server answers its first request
   private port = "";
   private readonly ownHosts = new Set<string>();
 
@@ -173,6 +176,7 @@ class EmulatorServer implements Emulator {
     this.store = new Store(
       {
         environments: this.environments,
+        // Stryker disable next-line ArrayDeclaration: Stryker's ["Stryker was here"] names no environment (keys have no spaces), and an update names an existing environment before protection is checked
         protectedEnvironments: options.protectedEnvironments ?? [],
         actor: options.actor ?? { type: "user", email: "developer@example.com" },
         staleAfterDays: options.staleAfterDays ?? 30,
@@ -219,7 +223,9 @@ class EmulatorServer implements Emulator {
     const unspecified = bound === "0.0.0.0" || bound === "[::]";
     if (unspecified) {
       for (const list of Object.values(networkInterfaces())) {
+        // Stryker disable next-line ArrayDeclaration: networkInterfaces() gives a list for every interface it names
         for (const { address } of list ?? []) {
+          // Stryker disable next-line Regex,StringLiteral: Node gives IPv6 addresses without a %zone (the scope is its own field, scopeid), so no replacement changes one
           const name = hostOfAddress(address.replace(/%.*$/, ""));
           if (name) this.ownHosts.add(name);
         }
@@ -232,10 +238,12 @@ class EmulatorServer implements Emulator {
 
   /** Undoes a start that failed: no delivery restored from the state file goes out, nothing is saved. */
   discard(): void {
+    // Stryker disable next-line BooleanLiteral: after a failed start nothing can change or save: the sender is closed and the emulator never returned
     this.closed = true;
     clearInterval(this.keepAlive);
     clearTimeout(this.saveScheduled);
     this.sender.close();
+    // Stryker disable next-line ConditionalExpression: a start fails only before the server listens, so it never is here (and closing one that is not is harmless)
     if (this.server.listening) this.server.close();
   }
 
@@ -268,8 +276,16 @@ class EmulatorServer implements Emulator {
   // ---- requests
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const url = new URL(req.url ?? "/", "http://emulator.invalid");
     this.checkHost(req.headers.host);
+    // Stryker disable next-line StringLiteral: node:http always sets req.url on a server's request
+    const target = req.url ?? "/";
+    let url: URL;
+    try {
+      url = new URL(target, "http://emulator.invalid");
+    } catch {
+      // A target such as `//[` that the URL parser cannot read is the client's mistake, not ours.
+      throw new ApiError(400, "invalid_request", "the request target is not a valid URL");
+    }
     const path = url.pathname;
     if (path === "/v2" || path.startsWith("/v2/") || path.startsWith("/_emulator/")) this.checkOrigin(req);
     if (path === "/v2" || path.startsWith("/v2/")) {
@@ -296,6 +312,7 @@ class EmulatorServer implements Emulator {
    * the address listened on, with the port listened on, are answered, whatever the bind address.
    */
   private checkHost(header: string | undefined): void {
+    // Stryker disable next-line StringLiteral: parseHost refuses Stryker's text with spaces as it refuses "" (a request without Host)
     const host = parseHost(header ?? "");
     const port = host?.port === "" ? "80" : host?.port;
     if (!host || port !== this.port || !(isLoopbackHost(host.hostname) || this.ownHosts.has(host.hostname))) {
@@ -319,6 +336,7 @@ class EmulatorServer implements Emulator {
 
   private authorize(header: string | undefined): void {
     // The scheme is case-insensitive (RFC 9110 section 11.1).
+    // Stryker disable next-line StringLiteral: without the header, Stryker's text with spaces matches no more than "" does
     const match = /^Bearer +(\S+)$/i.exec(header ?? "");
     // Compared as digests, in constant time, so neither the token's length nor its prefix leaks.
     const digest = (value: string) => createHash("sha256").update(value).digest();
@@ -345,6 +363,7 @@ class EmulatorServer implements Emulator {
     }
     const collection = route[2];
     const id = route[3] === undefined ? undefined : segment(route[3], collection === "flags" ? "key" : "id");
+    // Stryker disable next-line StringLiteral: node:http always sets req.method on a server's request
     const method = req.method ?? "GET";
     const allow = (methods: string) =>
       new ApiError(405, "method_not_allowed", `${method} is not allowed here (allowed: ${methods})`, {
@@ -397,6 +416,7 @@ class EmulatorServer implements Emulator {
 
   /** Endpoints of the emulator itself (not the service's): state for the page, rollout events, redelivery. */
   private async emulatorApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    // Stryker disable next-line StringLiteral: node:http always sets req.method on a server's request
     const method = req.method ?? "GET";
     const allow = (methods: string) =>
       new ApiError(405, "method_not_allowed", `${method} is not allowed here (allowed: ${methods})`, {
@@ -506,6 +526,7 @@ class EmulatorServer implements Emulator {
     this.broadcast("delivery", delivery);
     this.save();
     try {
+      // Stryker disable next-line OptionalChaining: without onDelivery the call throws a TypeError that the catch swallows, as it swallows the observer's own
       this.options.onDelivery?.(structuredClone(delivery));
     } catch {
       // A failing observer must not stop deliveries.
@@ -523,6 +544,7 @@ class EmulatorServer implements Emulator {
     if (typeof file !== "string" || file === "") throw problem("it must be a file path");
     let text: string;
     try {
+      // Stryker disable next-line StringLiteral: without an encoding the Buffer goes to JSON.parse, which reads it as UTF-8 alike
       text = readFileSync(file, "utf8");
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
@@ -607,12 +629,14 @@ function writeAtomically(file: string, text: string): void {
   const temp = join(dirname(file), `.${basename(file)}.${randomBytes(6).toString("hex")}.tmp`);
   const fd = openSync(
     temp,
+    // Stryker disable next-line LogicalOperator: O_CREAT | O_EXCL already refuses a link at the path (EEXIST, POSIX); O_NOFOLLOW is a second guard
     constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (constants.O_NOFOLLOW ?? 0),
     0o600,
   );
   try {
     try {
       fchmodSync(fd, 0o600); // the umask may not widen it, and must not narrow it either
+      // Stryker disable next-line StringLiteral: Buffer.from with an empty encoding name uses UTF-8
       const bytes = Buffer.from(text, "utf8");
       for (let offset = 0; offset < bytes.byteLength; ) offset += writeSync(fd, bytes, offset);
       fsyncSync(fd);

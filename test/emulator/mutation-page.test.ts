@@ -1,0 +1,77 @@
+import { readFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createEmulator, type Emulator } from "../../src/emulator/index.js";
+
+// The page's files as a client gets them over HTTP, without a browser (test/emulator/page.test.ts
+// drives the page itself in Chromium): the bytes, the headers that lock the page down, HEAD, and
+// nothing served beyond its three files.
+
+let emulator: Emulator;
+let origin = "";
+beforeAll(async () => {
+  emulator = await createEmulator();
+  origin = new URL(emulator.url).origin;
+});
+afterAll(() => emulator.close());
+
+const source = (file: string) => readFileSync(new URL(`../../src/emulator/page/${file}`, import.meta.url), "utf8");
+
+const CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+describe("the page's files", () => {
+  it.each([
+    ["/", "index.html", "text/html; charset=utf-8"],
+    ["/page.css", "page.css", "text/css; charset=utf-8"],
+    ["/page.js", "page.js", "text/javascript; charset=utf-8"],
+  ])(
+    "serves %s: the file's bytes (the API's URL in the HTML), with headers that lock it down",
+    async (path, file, type) => {
+      const answer = await fetch(`${origin}${path}`);
+      const body = await answer.text();
+      const expected = file === "index.html" ? source(file).replaceAll("{{url}}", emulator.url) : source(file);
+      expect(body).toBe(expected);
+      expect(Object.fromEntries(answer.headers)).toMatchObject({
+        "content-type": type,
+        "content-length": String(Buffer.byteLength(expected)),
+        "cache-control": "no-store",
+        "x-content-type-options": "nosniff",
+        "referrer-policy": "no-referrer",
+        "content-security-policy": CSP,
+      });
+    },
+  );
+
+  it("puts the API's URL in the HTML as it is (it has nothing to escape)", async () => {
+    const html = await fetch(`${origin}/`).then((res) => res.text());
+    expect(html).toContain(`<meta name="emulator-url" content="${emulator.url}">`);
+    expect(html).toContain(`<code id="api-url">${emulator.url}</code>`);
+    expect(html).not.toContain("{{url}}");
+  });
+
+  it("answers HEAD with the headers of GET and no body", async () => {
+    const answer = await fetch(`${origin}/page.js`, { method: "HEAD" });
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get("content-length")).toBe(String(Buffer.byteLength(source("page.js"))));
+    expect(answer.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
+    expect(await answer.text()).toBe("");
+  });
+
+  it("serves nothing else: not the files under other names, nor the folder's other paths", async () => {
+    for (const path of [
+      "/index.html",
+      "/page",
+      "/page.jsx",
+      "/page.css/",
+      "/emulator-page/index.html",
+      "/page/page.js",
+    ]) {
+      const answer = await fetch(`${origin}${path}`);
+      expect([path, answer.status, await answer.json()]).toEqual([
+        path,
+        404,
+        { error: { code: "not_found", message: `nothing at GET ${path}` } },
+      ]);
+    }
+  });
+});
