@@ -55,7 +55,7 @@ export function sendNoContent(res: ServerResponse): void {
 
 /** Spec section 7's error shape, for our ApiError; anything else is a 500 that says nothing of its cause. */
 export function sendError(res: ServerResponse, error: unknown): void {
-  // Stryker disable next-line BlockStatement: no error reaches here after headers: the emulator writes them last (sendJson, sendNoContent, servePage, openStream), and nothing after them throws
+  // Stryker disable next-line BlockStatement,ConditionalExpression: no error reaches here after headers: the emulator writes them last (sendJson, sendNoContent, servePage, openStream), and nothing after them throws
   if (res.headersSent) {
     res.destroy();
     return;

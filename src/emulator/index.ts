@@ -552,6 +552,7 @@ class EmulatorServer implements Emulator {
         let folder: ReturnType<typeof statSync> | undefined;
         try {
           folder = statSync(dirname(file));
+          // Stryker disable next-line BlockStatement: folder is still undefined here, as this block leaves it
         } catch {
           folder = undefined;
         }

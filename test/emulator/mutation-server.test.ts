@@ -1,4 +1,13 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { type IncomingHttpHeaders, request } from "node:http";
 import { connect } from "node:net";
 import { networkInterfaces, tmpdir } from "node:os";
@@ -269,6 +278,12 @@ describe("options", () => {
     expect(six.pageUrl).toBe(`${new URL(six.url).origin}/#token=${encodeURIComponent(six.token)}`);
   });
 
+  it("refuses to start on a port in use, with the system's error", async () => {
+    const taken = await start();
+    const refused = await createEmulator({ port: Number(new URL(taken.url).port) }).catch((failure) => failure);
+    expect((refused as NodeJS.ErrnoException).code).toBe("EADDRINUSE");
+  });
+
   it("can be closed twice", async () => {
     const twice = await createEmulator();
     await twice.close();
@@ -285,7 +300,9 @@ describe("the Host check", () => {
   it.runIf(external)(
     "bound to loopback, refuses a Host naming another address of this machine (runs only when it has one)",
     async () => {
-      const answer = await rawHttp(port, `GET /v2/projects/p/flags HTTP/1.1\r\nHost: ${external}:${port}`);
+      const loopback = await start();
+      const to = Number(new URL(loopback.url).port);
+      const answer = await rawHttp(to, `GET /v2/projects/p/flags HTTP/1.1\r\nHost: ${external}:${to}`);
       expect([answer.status, answer.json?.error.code]).toEqual([403, "forbidden"]);
     },
   );
@@ -358,6 +375,29 @@ describe("the state file", () => {
     expect(((refused as TypeError).cause as NodeJS.ErrnoException).code).toBe("ENAMETOOLONG");
     expect(readdirSync(dir)).toEqual(["state.json"]);
   });
+
+  it("is not written again once the emulator is closed, not even by a second close", async () => {
+    const dir = tempDir();
+    const file = join(dir, "state.json");
+    const saved = await createEmulator({ stateFile: file });
+    await saved.close();
+    rmSync(file);
+    await saved.close();
+    expect(existsSync(file)).toBe(false);
+  });
+
+  it.runIf(process.getuid?.() !== 0)(
+    "says permission denied for a state file it may not read (runs only without root, which may read any file)",
+    async () => {
+      const dir = tempDir();
+      const file = join(dir, "state.json");
+      writeFileSync(file, JSON.stringify(valid));
+      chmodSync(file, 0);
+      await expect(createEmulator({ stateFile: file })).rejects.toThrow(
+        new TypeError(cannotRead(file, "permission denied")),
+      );
+    },
+  );
 
   it("answers 409 to a redelivery whose project is not in the state any more", async () => {
     const dir = tempDir();
