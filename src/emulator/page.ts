@@ -17,17 +17,28 @@ let root: string | undefined;
 
 /** The folder holding the page's files, next to this module in the repository or in dist/. */
 function pageRoot(): string {
+  // Stryker disable next-line ConditionalExpression: a cache: looking again finds the same folder
   if (root) return root;
   // CommonJS has __dirname; an ES module has import.meta.url (which the CommonJS build leaves empty).
   const here = typeof __dirname === "string" ? __dirname : dirname(fileURLToPath(import.meta.url));
+  root = findPageRoot(here);
+  return root;
+}
+
+/**
+ * Where the page's files are for a module in the folder `here`: `emulator-page/` beside it (the
+ * package's dist/), or one level up (a chunk of dist/ in a subfolder), or `page/` beside it (the
+ * repository's src/emulator/). The first folder holding an index.html wins.
+ */
+export function findPageRoot(here: string): string {
   const candidates = [join(here, "emulator-page"), join(here, "../emulator-page"), join(here, "page")];
   const found = candidates.find((dir) => existsSync(join(dir, "index.html")));
   if (!found)
     throw new Error(`flag-webhooks/emulator: the page's files are missing (looked in ${candidates.join(", ")})`);
-  root = found;
   return found;
 }
 
+// Stryker disable next-line ArrowFunction,StringLiteral: the URL escaped is http://<address>:<port>/v2, which has none of these characters; the escape is for safety
 const escapeHtml = (value: string) => value.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /** Serves one of the page's files; false when `path` is not one of them. */
@@ -35,6 +46,7 @@ export function servePage(path: string, res: ServerResponse, values: { url: stri
   const entry = FILES.get(path);
   if (!entry) return false;
   let body = readFileSync(join(pageRoot(), entry.file), "utf8");
+  // Stryker disable next-line ConditionalExpression: page.css and page.js have no {{url}} to replace
   if (entry.file === "index.html") {
     // No token in here: the page takes it from its URL's fragment (#token=…), which browsers never
     // send, so a request to the port learns nothing from the page.

@@ -1,10 +1,14 @@
-import { readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEmulator, type Emulator } from "../../src/emulator/index.js";
+import { findPageRoot } from "../../src/emulator/page.js";
 
 // The page's files as a client gets them over HTTP, without a browser (test/emulator/page.test.ts
 // drives the page itself in Chromium): the bytes, the headers that lock the page down, HEAD, and
-// nothing served beyond its three files.
+// nothing served beyond its three files; and where the files are looked for in each layout (the
+// repository's, the package's dist/ and a chunk of it), with real folders.
 
 let emulator: Emulator;
 let origin = "";
@@ -73,5 +77,51 @@ describe("the page's files", () => {
         { error: { code: "not_found", message: `nothing at GET ${path}` } },
       ]);
     }
+  });
+});
+
+describe("where the page's files are looked for", () => {
+  let dir = "";
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), "emulator-page-"));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** A folder `name` under the test's folder, with the given files (path -> content). */
+  function layout(name: string, files: string[]): string {
+    const root = join(dir, name);
+    for (const file of files) {
+      mkdirSync(join(root, file, ".."), { recursive: true });
+      writeFileSync(join(root, file), "<!doctype html>");
+    }
+    return root;
+  }
+
+  it("takes emulator-page/ beside the module (the package's dist/) first", () => {
+    const root = layout("first", ["dist/emulator-page/index.html", "dist/page/index.html"]);
+    expect(findPageRoot(join(root, "dist"))).toBe(join(root, "dist/emulator-page"));
+  });
+
+  it("takes emulator-page/ one level up (a chunk in a subfolder of dist/)", () => {
+    const root = layout("chunk", ["dist/emulator-page/index.html", "dist/chunks/page/index.html"]);
+    expect(findPageRoot(join(root, "dist/chunks"))).toBe(join(root, "dist/emulator-page"));
+  });
+
+  it("takes page/ beside the module (the repository's src/emulator/), and passes over folders without index.html", () => {
+    const root = layout("source", [
+      "emulator/emulator-page/page.css",
+      "emulator-page/page.js",
+      "emulator/page/index.html",
+    ]);
+    expect(findPageRoot(join(root, "emulator"))).toBe(join(root, "emulator/page"));
+  });
+
+  it("says where it looked when the files are missing", () => {
+    const here = join(layout("none", ["emulator/other/index.html"]), "emulator");
+    expect(() => findPageRoot(here)).toThrow(
+      new Error(
+        `flag-webhooks/emulator: the page's files are missing (looked in ${join(here, "emulator-page")}, ${join(here, "../emulator-page")}, ${join(here, "page")})`,
+      ),
+    );
   });
 });
