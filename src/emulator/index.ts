@@ -552,9 +552,8 @@ class EmulatorServer implements Emulator {
         let folder: ReturnType<typeof statSync> | undefined;
         try {
           folder = statSync(dirname(file));
-          // Stryker disable next-line BlockStatement: folder is still undefined here, as this block leaves it
         } catch {
-          folder = undefined;
+          // folder stays undefined: a folder that cannot be read is answered as missing, below.
         }
         if (!folder?.isDirectory()) throw problem(`its folder ${dirname(file)} does not exist`);
         return undefined;
