@@ -74,6 +74,15 @@ for (const step of steps) {
     lines.push(
       `${ok ? "ok  " : "FAIL"} ${step.name}: ${counts.numPassedTests} passed, ${failures} failed (${seconds}s)`,
     );
+    // A test that does not run here says why in its title ("runs only as root", "needs ..."):
+    // each is named in the summary, so no skip goes unseen.
+    for (const file of counts.testResults ?? []) {
+      for (const test of file.assertionResults ?? []) {
+        if (test.status === "pending" || test.status === "skipped" || test.status === "todo") {
+          lines.push(`     not run: ${file.name.replace(`${root}/`, "")}: ${test.fullName}`);
+        }
+      }
+    }
   } else {
     if (ok) passed++;
     else failed++;
