@@ -21,6 +21,10 @@ import base from "./vitest.config.js";
 // included test, and with the whole suite (~1,400 tests, 80 s a run) a file such as src/errors.ts
 // takes hours. A narrower set gives a lower bound of the score: whatever it kills, the suite kills.
 //   STRYKER_TESTS=test/signature.test.ts,test/events.test.ts npx stryker run --concurrency 1 --mutate src/events.ts
+// globalSetup starts ONE PostgreSQL for the whole run (when installed), which the Postgres tests
+// get through inject("postgresUrl"), each run of a file in a new database of its own: without it
+// every mutant's run of test/postgres-inbox.test.ts would start a server (5-9 s each). The normal
+// suite (vitest.config.ts) has none: there each Postgres test file starts its own server.
 const only = process.env.STRYKER_TESTS?.split(",")
   .map((pattern) => pattern.trim())
   .filter((pattern) => pattern !== "");
@@ -45,5 +49,6 @@ export default defineConfig({
     include: only?.length ? only : ["test/**/*.test.ts", "examples/**/*.test.ts"],
     exclude: [...excluded, "**/node_modules/**"],
     typecheck: { enabled: false },
+    globalSetup: ["test/support/postgres-global-setup.ts"],
   },
 });

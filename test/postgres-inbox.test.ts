@@ -21,7 +21,8 @@ import { type LambdaProxyEventV2, webhookHandler as lambdaHandler } from "../src
 import { createRouter, type WebhookEvent } from "../src/index.js";
 import { type InboxClient, PostgresInbox } from "../src/postgres/inbox.js";
 import { close, listen } from "./http.js";
-import { type PostgresServer, postgresAvailability, startPostgres, stopPostgres } from "./support/postgres-server.js";
+import { type TestDatabase, testDatabase } from "./support/postgres-database.js";
+import { postgresAvailability } from "./support/postgres-server.js";
 import { describeStoreContract } from "./support/store-contract.js";
 
 // flag-webhooks/postgres against a real PostgreSQL (test/support/postgres-server.ts): the
@@ -32,11 +33,11 @@ const availability = postgresAvailability();
 const skip = availability.available ? undefined : availability.reason;
 const SECRET = "whsec-postgres-inbox-test";
 
-let server: PostgresServer | undefined;
+let server: TestDatabase | undefined;
 let admin: pg.Pool;
-async function database(): Promise<PostgresServer> {
+async function database(): Promise<TestDatabase> {
   if (!server) {
-    server = await startPostgres();
+    server = await testDatabase();
     admin = new pg.Pool({ connectionString: server.url, max: 4 });
     await new PostgresInbox(admin, { scope: "setup" }).migrate();
     await admin.query("create table if not exists effects (event_id text not null, note text)");
@@ -45,7 +46,8 @@ async function database(): Promise<PostgresServer> {
 }
 afterAll(async () => {
   await admin?.end();
-  await stopPostgres(server);
+  await server?.close();
+  server = undefined;
 });
 
 const pools: { end(): Promise<void> }[] = [];
