@@ -2,14 +2,15 @@ import { createHash, randomUUID } from "node:crypto";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DedupeNamespace, DurableObjectDedupeStore } from "../src/cloudflare/index.js";
-import { bundleWorker } from "./support/cloudflare-bundle.js";
+import { bundleWorker, strykerMutantBanner } from "./support/cloudflare-bundle.js";
 import { describeStoreContract } from "./support/store-contract.js";
 
 // DurableObjectDedupeStore from src/, run in Node (so Stryker can switch its mutants), over REAL
 // Durable Object namespaces: miniflare's getDurableObjectNamespace() proxies each request to the
 // objects running in workerd (test/fixtures/cloudflare/objects.ts): the real DedupeObject, and an
 // odd one that answers what a DedupeObject never does. test/cloudflare.test.ts runs the same
-// store inside the Worker.
+// store inside the Worker. Under Stryker the mutant it switches on here is switched on in workerd
+// too (strykerMutantBanner), so the DedupeObject's own cases below measure dedupe-object.ts.
 
 let mf: Miniflare;
 let dedupe: DedupeNamespace;
@@ -17,7 +18,7 @@ let odd: DedupeNamespace;
 beforeAll(async () => {
   mf = new Miniflare({
     modules: true,
-    script: await bundleWorker("test/fixtures/cloudflare/objects.ts"),
+    script: await bundleWorker("test/fixtures/cloudflare/objects.ts", strykerMutantBanner()),
     compatibilityDate: "2024-09-23",
     durableObjects: { DEDUPE: "TestDedupeObject", ODD: "OddObject" },
   });
@@ -219,5 +220,92 @@ describe("DurableObjectDedupeStore options", () => {
     for (const shards of [1, 2, 1024]) {
       expect(new DurableObjectDedupeStore(dedupe, { scope: "a", shards })).toBeInstanceOf(DurableObjectDedupeStore);
     }
+  });
+});
+
+describe("DedupeObject in workerd: its protocol, its storage and its alarm", () => {
+  /** Sends `body` as it is to the object `name` of the DEDUPE namespace. */
+  async function raw(name: string, body: string): Promise<{ status: number; json: unknown }> {
+    const stub = dedupe.get(dedupe.idFromName(name) as never) as unknown as {
+      fetch(url: string, init: { method: string; body: string }): Promise<Response>;
+    };
+    const response = await stub.fetch("https://dedupe-object/", { method: "POST", body });
+    return { status: response.status, json: await response.json() };
+  }
+  const command = (fields: Record<string, unknown>) =>
+    JSON.stringify({ op: "claim", key: `protocol#${randomUUID()}`, ms: 1000, token: "t", ...fields });
+
+  it("answers 400 to anything that is not a dedupe command, and takes a lease of 0 ms", async () => {
+    const bad = [
+      "not json",
+      "null",
+      "[]",
+      command({ op: "nope" }),
+      command({ op: undefined }),
+      command({ key: "" }),
+      command({ key: 5 }),
+      command({ token: undefined }),
+      command({ token: 5 }),
+      command({ ms: "5" }),
+      command({ ms: -1 }),
+      command({ ms: undefined }),
+      // JSON has no Infinity, but 1e999 reads as it.
+      command({ ms: 1 }).replace('"ms":1', '"ms":1e999'),
+    ];
+    for (const body of bad) {
+      expect(await raw("protocol:0", body), body).toEqual({ status: 400, json: { error: "not a dedupe command" } });
+    }
+    for (const op of ["claim", "complete", "release"]) {
+      expect((await raw("protocol:0", command({ op, ms: 0 }))).status, op).toBe(200);
+    }
+  });
+
+  it("keeps one expiry index key per record, at its expiry: a claim, its completion, a release", async () => {
+    const store = new DurableObjectDedupeStore(dedupe, { scope: "index", shards: 1 });
+    const held = async (id: string) => (await keysOf("index:0")).filter((key) => key.endsWith(`id:index#${id}`));
+    const id = newId();
+    const before = Date.now();
+    expect(await store.claim(id, 60_000)).toBe("claimed");
+    const claimed = await held(id);
+    expect(claimed).toHaveLength(2);
+    expect(claimed).toContain(`id:index#${id}`);
+    const expiry = Number(claimed.find((key) => key.startsWith("exp:"))?.slice(4, 19));
+    expect(expiry).toBeGreaterThanOrEqual(before + 60_000);
+    expect(expiry).toBeLessThanOrEqual(Date.now() + 60_000);
+    await store.complete(id, 120_000);
+    const done = await held(id);
+    expect(done).toHaveLength(2);
+    expect(Number(done.find((key) => key.startsWith("exp:"))?.slice(4, 19))).toBeGreaterThanOrEqual(before + 120_000);
+    // A done id is not released; a claim released goes with its index key.
+    await store.release(id);
+    expect(await held(id)).toEqual(done);
+    const other = newId();
+    expect(await store.claim(other, 60_000)).toBe("claimed");
+    await store.release(other);
+    expect(await held(other)).toEqual([]);
+  });
+
+  it("its alarm deletes what expired, earliest first, past one batch of 128, and leaves what did not", async () => {
+    const store = new DurableObjectDedupeStore(dedupe, { scope: "alarm", shards: 1 });
+    const lasting = newId();
+    expect(await store.claim(lasting, 60_000)).toBe("claimed");
+    await store.complete(lasting, 60_000);
+    // Set after the lasting one: the alarm must move earlier for these.
+    const brief = Array.from({ length: 150 }, newId);
+    for (let i = 0; i < brief.length; i += 25) {
+      await Promise.all(brief.slice(i, i + 25).map((id) => store.complete(id, 1500)));
+    }
+    const leased = newId();
+    expect(await store.claim(leased, 1500)).toBe("claimed");
+    expect((await keysOf("alarm:0")).length).toBe(2 * (brief.length + 2));
+    // Nothing reads them again: only the alarm deletes them, and their index keys.
+    await expect
+      .poll(async () => (await keysOf("alarm:0")).filter((key) => !key.endsWith(`#${lasting}`)), {
+        timeout: 6000,
+        interval: 100,
+      })
+      .toEqual([]);
+    expect((await keysOf("alarm:0")).length).toBe(2);
+    expect(await store.claim(lasting, 1000)).toBe("done");
   });
 });

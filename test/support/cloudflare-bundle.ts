@@ -22,9 +22,13 @@ const fromSource: Plugin = {
   },
 };
 
-/** Bundles a Worker (a path from the repository's root) as wrangler does: ESM, the workerd/worker/browser conditions. */
-export async function bundleWorker(entry: string): Promise<string> {
+/**
+ * Bundles a Worker (a path from the repository's root) as wrangler does: ESM, the
+ * workerd/worker/browser conditions; `banner` is code run before the rest.
+ */
+export async function bundleWorker(entry: string, banner?: string): Promise<string> {
   const result = await build({
+    ...(banner === undefined ? {} : { banner: { js: banner } }),
     entryPoints: [resolve(root, entry)],
     bundle: true,
     write: false,
@@ -39,4 +43,15 @@ export async function bundleWorker(entry: string): Promise<string> {
   const code = result.outputFiles[0]?.text;
   if (!code) throw new Error("esbuild produced no bundle");
   return code;
+}
+
+/**
+ * Under Stryker, the code that switches on in workerd the mutant Stryker switched on in this
+ * process (its runner sets `globalThis.__stryker__.activeMutant` before a test file's hooks run,
+ * and the instrumented src/ reads it from the same global): code bundled from src/ that only runs
+ * inside workerd (the Durable Object) then runs the mutant too. Undefined outside Stryker.
+ */
+export function strykerMutantBanner(): string | undefined {
+  const active = (globalThis as { __stryker__?: { activeMutant?: unknown } }).__stryker__?.activeMutant;
+  return active === undefined ? undefined : `globalThis.__stryker__ = { activeMutant: ${JSON.stringify(active)} };`;
 }
