@@ -778,13 +778,20 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const newId = () => `evt_${randomUUID()}`;
 /** What a promise settled with, without throwing: `{ value }` or `{ error }`, or "pending" after `ms`. */
 async function settled<T>(promise: Promise<T>, ms = 3000): Promise<{ value: T } | { error: unknown } | "pending"> {
-  return Promise.race([
-    promise.then(
-      (value) => ({ value }),
-      (error: unknown) => ({ error }),
-    ),
-    sleep(ms).then(() => "pending" as const),
-  ]);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      promise.then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      ),
+      new Promise<"pending">((resolve) => {
+        timer = setTimeout(() => resolve("pending"), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 describe("PostgresInbox options and clients, by shape", () => {
@@ -1166,9 +1173,21 @@ describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
     expect(outcome).toMatchObject({
       error: {
         code: "store_unavailable",
-        cause: { message: "the connection to Postgres failed during the transaction" },
+        cause: {
+          message: "the connection to Postgres failed during the transaction",
+          cause: { message: "the handler's own failure, after the connection was lost" },
+        },
       },
     });
+    // A reply that rolls back is still the handler's answer, the connection lost or not.
+    const reply = { status: 503, body: { retry: "later" } };
+    const replied = inbox.handle(async (_event, tx) => {
+      const { rows } = await tx.query("select pg_backend_pid() as pid");
+      await admin.query("select pg_terminate_backend($1)", [rows[0].pid]);
+      await sleep(50);
+      return reply;
+    });
+    expect(await settled(replied({ id: newId() } as WebhookEvent))).toEqual({ value: reply });
     const next = inbox.handle(async (_event, tx) => {
       pids.push((await tx.query("select pg_backend_pid() as pid")).rows[0].pid);
     });
@@ -1187,5 +1206,22 @@ describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
     for (let i = 0; i < 3; i++) await onEvent({ id: newId() } as WebhookEvent);
     expect(new Set(seen.map((s) => s.pid)).size).toBe(1);
     expect(new Set(seen.map((s) => s.listeners)).size).toBe(1);
+  });
+
+  it("leaves no timer running once a delivery is answered, new or duplicate (a process with nothing else to do can exit)", async () => {
+    // One pg Client: a Pool would start idle timers of its own.
+    const client = new pg.Client({ connectionString: server?.url });
+    await client.connect();
+    pools.push(client);
+    const onEvent = new PostgresInbox(client, { scope: "timers" }).handle(() => {});
+    const timers = () => process.getActiveResourcesInfo().filter((resource) => resource === "Timeout").length;
+    await onEvent({ id: newId() } as WebhookEvent);
+    const id = newId();
+    const before = timers();
+    expect(await onEvent({ id } as WebhookEvent)).toBeUndefined();
+    // At most as many: another test's timer may have ended meanwhile; none of the inbox's is left.
+    expect(timers()).toBeLessThanOrEqual(before);
+    expect(await onEvent({ id } as WebhookEvent)).toMatchObject({ status: 204 });
+    expect(timers()).toBeLessThanOrEqual(before);
   });
 });
