@@ -2,7 +2,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DedupeNamespace, DurableObjectDedupeStore } from "../src/cloudflare/index.js";
-import { bundleWorker, strykerMutantBanner } from "./support/cloudflare-bundle.js";
+import { bundleWorker, reportWorkerdCoverage, strykerMutantBanner } from "./support/cloudflare-bundle.js";
 import { describeStoreContract } from "./support/store-contract.js";
 
 // DurableObjectDedupeStore from src/, run in Node (so Stryker can switch its mutants), over REAL
@@ -27,7 +27,10 @@ beforeAll(async () => {
   dedupe = await mf.getDurableObjectNamespace("DEDUPE");
   odd = await mf.getDurableObjectNamespace("ODD");
 }, 60_000);
-afterAll(() => mf?.dispose());
+afterAll(async () => {
+  await reportWorkerdCoverage(async () => (await mf.dispatchFetch("http://objects/__stryker_coverage")).json());
+  await mf?.dispose();
+});
 
 /** FNV-1a, 32 bits, over UTF-16 code units: the placement the `shards` option documents. */
 function fnv1a(text: string): number {

@@ -45,6 +45,14 @@ export async function bundleWorker(entry: string, banner?: string): Promise<stri
   return code;
 }
 
+// Stryker's state in this process: the mutant it switched on, and the coverage its instrumented
+// src/ counts (`static` when no test is running, which is always the case inside workerd).
+interface StrykerState {
+  activeMutant?: unknown;
+  mutantCoverage?: { static: Record<string, number>; perTest: Record<string, Record<string, number>> };
+}
+const stryker = () => (globalThis as { __stryker__?: StrykerState }).__stryker__;
+
 /**
  * Under Stryker, the code that switches on in workerd the mutant Stryker switched on in this
  * process (its runner sets `globalThis.__stryker__.activeMutant` before a test file's hooks run,
@@ -52,6 +60,22 @@ export async function bundleWorker(entry: string, banner?: string): Promise<stri
  * inside workerd (the Durable Object) then runs the mutant too. Undefined outside Stryker.
  */
 export function strykerMutantBanner(): string | undefined {
-  const active = (globalThis as { __stryker__?: { activeMutant?: unknown } }).__stryker__?.activeMutant;
+  const active = stryker()?.activeMutant;
   return active === undefined ? undefined : `globalThis.__stryker__ = { activeMutant: ${JSON.stringify(active)} };`;
+}
+
+/**
+ * Under Stryker, adds the coverage the instrumented src/ counted inside workerd (`counted`, what
+ * the Worker answers from its own `globalThis.__stryker__.mutantCoverage.static`) to this
+ * process's, before Stryker's own afterAll reads it: without it Stryker sees no test reach the
+ * Durable Object's code and runs none of its mutants. Static coverage, as workerd knows no test:
+ * with `ignoreStatic` off each such mutant runs the whole test file. Nothing outside Stryker.
+ */
+export async function reportWorkerdCoverage(counted: () => Promise<unknown>): Promise<void> {
+  const coverage = stryker()?.mutantCoverage;
+  if (!coverage) return;
+  const inWorkerd = (await counted()) as Record<string, number> | null;
+  for (const [id, hits] of Object.entries(inWorkerd ?? {})) {
+    coverage.static[id] = (coverage.static[id] ?? 0) + hits;
+  }
 }
