@@ -258,8 +258,12 @@ describe("DedupeObject in workerd: its protocol, its storage and its alarm", () 
     for (const body of bad) {
       expect(await raw("protocol:0", body), body).toEqual({ status: 400, json: { error: "not a dedupe command" } });
     }
-    for (const op of ["claim", "complete", "release"]) {
-      expect((await raw("protocol:0", command({ op, ms: 0 }))).status, op).toBe(200);
+    for (const [op, result] of [
+      ["claim", "claimed"],
+      ["complete", "ok"],
+      ["release", "ok"],
+    ]) {
+      expect(await raw("protocol:0", command({ op, ms: 0 })), op).toEqual({ status: 200, json: { result } });
     }
   });
 
@@ -300,15 +304,23 @@ describe("DedupeObject in workerd: its protocol, its storage and its alarm", () 
     }
     const leased = newId();
     expect(await store.claim(leased, 1500)).toBe("claimed");
-    expect((await keysOf("alarm:0")).length).toBe(2 * (brief.length + 2));
+    // Set after them, later: the alarm must not move later for this one.
+    const later = newId();
+    await store.complete(later, 60_000);
+    expect((await keysOf("alarm:0")).length).toBe(2 * (brief.length + 3));
     // Nothing reads them again: only the alarm deletes them, and their index keys.
     await expect
-      .poll(async () => (await keysOf("alarm:0")).filter((key) => !key.endsWith(`#${lasting}`)), {
-        timeout: 6000,
-        interval: 100,
-      })
+      .poll(
+        async () =>
+          (await keysOf("alarm:0")).filter((key) => !key.endsWith(`#${lasting}`) && !key.endsWith(`#${later}`)),
+        {
+          timeout: 6000,
+          interval: 100,
+        },
+      )
       .toEqual([]);
-    expect((await keysOf("alarm:0")).length).toBe(2);
+    expect((await keysOf("alarm:0")).length).toBe(4);
     expect(await store.claim(lasting, 1000)).toBe("done");
+    expect(await store.claim(later, 1000)).toBe("done");
   });
 });
