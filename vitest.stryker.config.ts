@@ -6,7 +6,9 @@ import base from "./vitest.config.js";
 // mutant. Left out, and why:
 // - tests of dist/ (the packed package, its size, the demo, the CLI binary and `dev` command, other
 //   runtimes) and
-//   the Cloudflare test (an esbuild bundle run in workerd): they never load the mutated src/;
+//   the Cloudflare test (an esbuild bundle run in workerd): they never load the mutated src/
+//   (test/cloudflare-dedupe-store.test.ts, included, runs DurableObjectDedupeStore from src/ in
+//   Node over real namespaces; the Durable Object itself is measured by stryker.workerd.config.mjs);
 // - the Postgres crash test: its receivers are child processes, which see no active mutant;
 // - the README/docs test: it type-checks snippets with tsc, which says nothing about behaviour;
 // - type tests (*.test-d.ts): types are erased before a mutant runs.
