@@ -6,7 +6,9 @@ import base from "./vitest.config.js";
 // mutant. Left out, and why:
 // - tests of dist/ (the packed package, its size, the demo, the CLI binary and `dev` command, other
 //   runtimes) and
-//   the Cloudflare test (an esbuild bundle run in workerd): they never load the mutated src/;
+//   the Cloudflare test (an esbuild bundle run in workerd): they never load the mutated src/
+//   (test/cloudflare-dedupe-store.test.ts, included, runs DurableObjectDedupeStore from src/ in
+//   Node over real namespaces; the Durable Object itself is measured by stryker.workerd.config.mjs);
 // - the Postgres crash test: its receivers are child processes, which see no active mutant;
 // - the README/docs test: it type-checks snippets with tsc, which says nothing about behaviour;
 // - type tests (*.test-d.ts): types are erased before a mutant runs.
@@ -21,6 +23,10 @@ import base from "./vitest.config.js";
 // included test, and with the whole suite (~1,400 tests, 80 s a run) a file such as src/errors.ts
 // takes hours. A narrower set gives a lower bound of the score: whatever it kills, the suite kills.
 //   STRYKER_TESTS=test/signature.test.ts,test/events.test.ts npx stryker run --concurrency 1 --mutate src/events.ts
+// globalSetup starts ONE PostgreSQL for the whole run (when installed), which the Postgres tests
+// get through inject("postgresUrl"), each run of a file in a new database of its own: without it
+// every mutant's run of test/postgres-inbox.test.ts would start a server (5-9 s each). The normal
+// suite (vitest.config.ts) has none: there each Postgres test file starts its own server.
 const only = process.env.STRYKER_TESTS?.split(",")
   .map((pattern) => pattern.trim())
   .filter((pattern) => pattern !== "");
@@ -45,5 +51,6 @@ export default defineConfig({
     include: only?.length ? only : ["test/**/*.test.ts", "examples/**/*.test.ts"],
     exclude: [...excluded, "**/node_modules/**"],
     typecheck: { enabled: false },
+    globalSetup: ["test/support/postgres-global-setup.ts"],
   },
 });

@@ -1,55 +1,18 @@
 import { createHmac, randomUUID } from "node:crypto";
-import { resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { build, type Plugin } from "esbuild";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DurableObjectDedupeStore } from "../src/cloudflare/index.js";
 import type { ClaimResult, DedupeStore } from "../src/index.js";
+import { bundleWorker } from "./support/cloudflare-bundle.js";
 import { describeStoreContract } from "./support/store-contract.js";
 
 // flag-webhooks/cloudflare in workerd, through miniflare: a real Worker (test/fixtures/cloudflare/
 // worker.ts, bundled with esbuild) with real Durable Object, Queue and KV bindings. The store
 // contract runs against stores living inside the Worker, driven over a route.
 
-const root = resolve(import.meta.dirname, "..");
 const SECRET = "whsec-cloudflare-test";
 const sign = (body: string) => createHmac("sha256", SECRET).update(body).digest("hex");
-
-/** `flag-webhooks/*` resolved to src/, as vitest.config.ts maps it for the other examples. */
-const fromSource: Plugin = {
-  name: "flag-webhooks-from-source",
-  setup(b) {
-    const entries: Record<string, string> = {
-      "flag-webhooks": "src/index.ts",
-      "flag-webhooks/fetch": "src/adapters/fetch.ts",
-      "flag-webhooks/cloudflare": "src/cloudflare/index.ts",
-    };
-    b.onResolve({ filter: /^flag-webhooks(\/|$)/ }, (args) => {
-      const file = entries[args.path];
-      return file ? { path: resolve(root, file) } : { errors: [{ text: `no source mapping for ${args.path}` }] };
-    });
-  },
-};
-
-/** Bundles a Worker as wrangler does: ESM, the workerd/worker/browser conditions. */
-async function bundleWorker(entry: string): Promise<string> {
-  const result = await build({
-    entryPoints: [resolve(root, entry)],
-    bundle: true,
-    write: false,
-    format: "esm",
-    platform: "neutral",
-    target: "es2022",
-    conditions: ["workerd", "worker", "browser"],
-    mainFields: ["browser", "module", "main"],
-    plugins: [fromSource],
-    logLevel: "silent",
-  });
-  const code = result.outputFiles[0]?.text;
-  if (!code) throw new Error("esbuild produced no bundle");
-  return code;
-}
 
 let mf: Miniflare;
 beforeAll(async () => {

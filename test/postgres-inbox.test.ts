@@ -21,7 +21,8 @@ import { type LambdaProxyEventV2, webhookHandler as lambdaHandler } from "../src
 import { createRouter, type WebhookEvent } from "../src/index.js";
 import { type InboxClient, PostgresInbox } from "../src/postgres/inbox.js";
 import { close, listen } from "./http.js";
-import { type PostgresServer, postgresAvailability, startPostgres, stopPostgres } from "./support/postgres-server.js";
+import { type TestDatabase, testDatabase } from "./support/postgres-database.js";
+import { postgresAvailability } from "./support/postgres-server.js";
 import { describeStoreContract } from "./support/store-contract.js";
 
 // flag-webhooks/postgres against a real PostgreSQL (test/support/postgres-server.ts): the
@@ -32,11 +33,11 @@ const availability = postgresAvailability();
 const skip = availability.available ? undefined : availability.reason;
 const SECRET = "whsec-postgres-inbox-test";
 
-let server: PostgresServer | undefined;
+let server: TestDatabase | undefined;
 let admin: pg.Pool;
-async function database(): Promise<PostgresServer> {
+async function database(): Promise<TestDatabase> {
   if (!server) {
-    server = await startPostgres();
+    server = await testDatabase();
     admin = new pg.Pool({ connectionString: server.url, max: 4 });
     await new PostgresInbox(admin, { scope: "setup" }).migrate();
     await admin.query("create table if not exists effects (event_id text not null, note text)");
@@ -45,7 +46,8 @@ async function database(): Promise<PostgresServer> {
 }
 afterAll(async () => {
   await admin?.end();
-  await stopPostgres(server);
+  await server?.close();
+  server = undefined;
 });
 
 const pools: { end(): Promise<void> }[] = [];
@@ -766,4 +768,460 @@ describe.skipIf(skip !== undefined)("examples/postgres/server.ts, run as its REA
     const rows = await admin.query("select type, flag from audit where event_id = $1", [id]);
     expect(rows.rows).toEqual([{ type: "flag.updated", flag: "new-checkout" }]);
   }, 40_000);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Edges the mutation run (Stryker) found untested. Each inbox is made inside its test: Stryker
+// counts only what a test itself runs as covering a mutant.
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const newId = () => `evt_${randomUUID()}`;
+/** What a promise settled with, without throwing: `{ value }` or `{ error }`, or "pending" after `ms`. */
+async function settled<T>(promise: Promise<T>, ms = 3000): Promise<{ value: T } | { error: unknown } | "pending"> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      promise.then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      ),
+      new Promise<"pending">((resolve) => {
+        timer = setTimeout(() => resolve("pending"), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+describe("PostgresInbox options and clients, by shape", () => {
+  const nowhere = new pg.Pool({ connectionString: "postgres://127.0.0.1:1/none" });
+  afterAll(() => nowhere.end());
+
+  it("null options, a table that is not a string, each duration option and handle() without a function: a TypeError naming it", () => {
+    for (const options of [null, undefined, "scope"]) {
+      expect(() => new PostgresInbox(nowhere, options as never)).toThrow(
+        new TypeError('flag-webhooks: PostgresInbox needs options with a "scope"'),
+      );
+    }
+    expect(() => new PostgresInbox(nowhere, { scope: "s", table: ["inbox"] as never })).toThrow(/option "table"/);
+    expect(() => new PostgresInbox(nowhere, { scope: "s", lockTimeout: "soon" })).toThrow(/option "lockTimeout"/);
+    expect(() => new PostgresInbox(nowhere, { scope: "s", timeout: "soon" })).toThrow(/option "timeout"/);
+    const inbox = new PostgresInbox(nowhere, { scope: "s" });
+    for (const fn of [undefined, "handler", {}]) {
+      expect(() => inbox.handle(fn as never)).toThrow(new TypeError("flag-webhooks: inbox.handle() takes a function"));
+    }
+  });
+
+  it("refuses objects that only look partly like a client, at construction rather than at the first delivery", () => {
+    const noop = () => {};
+    const nearMisses = [
+      null,
+      { totalCount: 0 }, // a pg Pool's count, without connect()
+      { totalCount: 0, query: noop },
+      Object.assign(() => {}, { begin: noop }), // postgres.js has begin AND unsafe
+      Object.assign(() => {}, { unsafe: noop }),
+      { begin: noop, unsafe: noop }, // postgres.js's sql is a function
+      { transaction: noop }, // an InboxClient has query too
+      { query: noop }, // a pg Client has connect too
+      { connect: noop },
+    ];
+    for (const client of nearMisses) {
+      expect(() => new PostgresInbox(client as never, { scope: "s" })).toThrow(
+        new TypeError(
+          "flag-webhooks: PostgresInbox needs a pg Pool or Client, a postgres.js sql, or an InboxClient (transaction, query)",
+        ),
+      );
+    }
+  });
+});
+
+describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
+  beforeAll(database);
+
+  it("migrate() creates the table's (scope, expires_at) index, named after the table", async () => {
+    await admin.query("create schema if not exists app");
+    await new PostgresInbox(pgPool(2), { scope: "m", table: "app.indexed" }).migrate();
+    const { rows } = await admin.query(
+      "select indexname, indexdef from pg_indexes where schemaname = 'app' and tablename = 'indexed' order by indexname",
+    );
+    expect(rows.map((row) => row.indexname)).toEqual(["indexed_expires", "indexed_pkey"]);
+    expect(rows[0].indexdef).toMatch(/\(scope, expires_at\)$/);
+  });
+
+  it("release() by another instance never frees a claim that instance lost when its lease lapsed", async () => {
+    const first = new PostgresInbox(pgPool(2), { scope: "tokens" });
+    const second = new PostgresInbox(pgPool(2), { scope: "tokens" });
+    const id = newId();
+    expect(await first.claim(id, 50)).toBe("claimed");
+    await sleep(80);
+    expect(await second.claim(id, 10_000)).toBe("claimed");
+    await first.release(id);
+    expect(await first.claim(id, 10_000)).toBe("in_flight");
+    await second.release(id);
+    expect(await first.claim(id, 10_000)).toBe("claimed");
+  });
+
+  /** A pg Client that counts its statements: pg sends one at a time, so one each is one round trip. */
+  let statements = 0;
+  class Counting extends pg.Client {
+    override query(...args: unknown[]): never {
+      statements++;
+      return (super.query as (...a: unknown[]) => never)(...args);
+    }
+  }
+
+  it("one pg Client: a new delivery costs 4 round trips besides the handler's, a duplicate 1, an id claimed through the DedupeStore interface 1 (409)", async () => {
+    const client = new Counting({ connectionString: server?.url });
+    await client.connect();
+    pools.push(client);
+    const inbox = new PostgresInbox(client, { scope: "round-trips-client" });
+    const onEvent = inbox.handle(async (event, tx) => {
+      await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+    });
+    const count = async (run: () => Promise<unknown>) => {
+      const before = statements;
+      await run();
+      return statements - before;
+    };
+    const id = newId();
+    expect(await count(() => onEvent({ id } as WebhookEvent))).toBe(4 + 1);
+    expect(await count(() => onEvent({ id } as WebhookEvent))).toBe(1);
+    const claimed = newId();
+    expect(await inbox.claim(claimed, 10_000)).toBe("claimed");
+    let refused: unknown;
+    expect(
+      await count(() =>
+        onEvent({ id: claimed } as WebhookEvent).catch((error: unknown) => {
+          refused = error;
+        }),
+      ),
+    ).toBe(1);
+    expect(refused).toMatchObject({
+      code: "delivery_in_progress",
+      message: `event ${claimed} is being handled by another delivery; retry later`,
+    });
+  });
+
+  /** Two pools behind one InboxClient: statements outside a transaction on one, transactions on the other. */
+  function split(outside: pg.Pool, inside: pg.Pool) {
+    let last: Promise<unknown> = Promise.resolve();
+    const failures: unknown[] = [];
+    const client: InboxClient<pg.PoolClient> = {
+      transaction(fn) {
+        const run = (async () => {
+          const tx = await inside.connect();
+          try {
+            await tx.query("begin");
+            const value = await fn(tx);
+            await tx.query("commit");
+            return value;
+          } catch (error) {
+            await tx.query("rollback").catch(() => {});
+            throw error;
+          } finally {
+            tx.release();
+          }
+        })();
+        last = run.catch((error: unknown) => void failures.push(error));
+        return run;
+      },
+      query: async (text, params, tx) => (await (tx ?? outside).query(text, [...params])).rows,
+    };
+    return { client, failures, finished: () => last };
+  }
+
+  it("a transaction that cannot start within timeout (its pool exhausted): 503 at timeout, and the handler never runs, even once it starts", async () => {
+    const full = pgPool(1);
+    const held = await full.connect();
+    const { client, failures, finished } = split(pgPool(2), full);
+    const inbox = new PostgresInbox(client, { scope: "pool-full", lockTimeout: 100, timeout: 300 });
+    let ran = false;
+    const id = newId();
+    try {
+      const outcome = await settled(
+        inbox.handle(() => {
+          ran = true;
+        })({ id } as WebhookEvent),
+      );
+      expect(outcome).toMatchObject({
+        error: {
+          code: "store_unavailable",
+          message: "the Postgres inbox is unavailable; retry later",
+          cause: { message: "Postgres did not answer within 300 ms" },
+        },
+      });
+    } finally {
+      held.release();
+    }
+    // The transaction got its connection at last: it rolls back before the handler.
+    await finished();
+    expect(failures).toEqual([new Error("timed out before the handler")]);
+    expect(ran).toBe(false);
+    expect(await inboxRows(id)).toBe(0);
+  });
+
+  it("a check of the id that does not answer within timeout: 503, nothing else runs", async () => {
+    const full = pgPool(1);
+    const held = await full.connect();
+    const { client } = split(full, pgPool(2));
+    const inbox = new PostgresInbox(client, { scope: "check-hangs", lockTimeout: 100, timeout: 300 });
+    let ran = false;
+    const id = newId();
+    try {
+      const outcome = await settled(
+        inbox.handle(() => {
+          ran = true;
+        })({ id } as WebhookEvent),
+      );
+      expect(outcome).toMatchObject({
+        error: { code: "store_unavailable", cause: { message: "Postgres did not answer within 300 ms" } },
+      });
+    } finally {
+      held.release();
+    }
+    expect(ran).toBe(false);
+    expect(await inboxRows(id)).toBe(0);
+  });
+
+  it("a handler slower than timeout is the user's: no 503, its writes commit", async () => {
+    const inbox = new PostgresInbox(pgPool(), { scope: "slow-handler", lockTimeout: 100, timeout: 300 });
+    const id = newId();
+    const outcome = await settled(
+      inbox.handle(async (event, tx) => {
+        await sleep(450);
+        await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+        return { status: 200 };
+      })({ id } as WebhookEvent),
+    );
+    expect(outcome).toEqual({ value: { status: 200 } });
+    expect(await effects(id)).toBe(1);
+    expect(await inboxRows(id)).toBe(1);
+  });
+
+  it("a copy that waited for another transaction which committed a DedupeStore claim of the id: 409, not a duplicate", async () => {
+    const inbox = new PostgresInbox(pgPool(), { scope: "taken-claim", lockTimeout: 1000, timeout: 2000 });
+    const id = newId();
+    const other = await admin.connect();
+    let ran = false;
+    try {
+      await other.query("begin");
+      await other.query(
+        `insert into flag_webhooks_inbox (scope, id, state, token, expires_at)
+         values ('taken-claim', $1, 'claimed', 'another-instance', now() + interval '1 hour')`,
+        [id],
+      );
+      const pending = settled(
+        inbox.handle(() => {
+          ran = true;
+        })({ id } as WebhookEvent),
+      );
+      // The delivery's insert waits for the other transaction's row lock.
+      await expect
+        .poll(async () => (await admin.query("select count(*)::int as n from pg_locks where not granted")).rows[0].n)
+        .toBeGreaterThan(0);
+      await other.query("commit");
+      expect(await pending).toMatchObject({ error: { code: "delivery_in_progress" } });
+    } finally {
+      other.release();
+    }
+    expect(ran).toBe(false);
+  });
+
+  it("a claim whose row another transaction committed while it waited answers in_flight", async () => {
+    const inbox = new PostgresInbox(pgPool(), { scope: "late-row" });
+    const id = newId();
+    const other = await admin.connect();
+    try {
+      await other.query("begin");
+      await other.query(
+        `insert into flag_webhooks_inbox (scope, id, state, token, expires_at)
+         values ('late-row', $1, 'claimed', 'another-instance', now() + interval '1 hour')`,
+        [id],
+      );
+      const pending = settled(inbox.claim(id, 10_000));
+      await expect
+        .poll(async () => (await admin.query("select count(*)::int as n from pg_locks where not granted")).rows[0].n)
+        .toBeGreaterThan(0);
+      await other.query("commit");
+      expect(await pending).toEqual({ value: "in_flight" });
+    } finally {
+      other.release();
+    }
+  });
+
+  it("prune() goes on past one batch of 10,000 until every expired id of the scope is gone", async () => {
+    await admin.query(
+      `insert into flag_webhooks_inbox (scope, id, state, expires_at)
+       select 'prune-many', 'id-' || n, 'done', now() - interval '1 minute' from generate_series(1, 12345) n`,
+    );
+    expect(await new PostgresInbox(pgPool(2), { scope: "prune-many" }).prune()).toBe(12_345);
+    const left = await admin.query("select count(*)::int as n from flag_webhooks_inbox where scope = 'prune-many'");
+    expect(left.rows[0].n).toBe(0);
+  });
+
+  it("a reply's status decides: 2xx (status or a Lambda statusCode) commits, anything else rolls back and is answered", async () => {
+    const inbox = new PostgresInbox(pgPool(), { scope: "replies" });
+    const cases: [reply: unknown, commits: boolean][] = [
+      [null, true],
+      [undefined, true],
+      ["text", true],
+      [{ body: "no status" }, true],
+      [{ status: 200 }, true],
+      [{ status: 250 }, true],
+      [{ status: 299 }, true],
+      [{ statusCode: 201 }, true],
+      [{ status: 199 }, false],
+      [{ status: 300 }, false],
+      [{ status: 503 }, false],
+      [{ statusCode: 503 }, false],
+      [{ statusCode: 100 }, false],
+    ];
+    for (const [reply, commits] of cases) {
+      const id = newId();
+      const outcome = await settled(
+        inbox.handle(async (event, tx) => {
+          await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+          return reply;
+        })({ id } as WebhookEvent),
+      );
+      const label = JSON.stringify(reply) ?? "undefined";
+      expect(outcome, label).toEqual({ value: reply });
+      expect([await effects(id), await inboxRows(id)], label).toEqual(commits ? [1, 1] : [0, 0]);
+    }
+  });
+
+  it("a handler's own failed statement is the handler's error (500); a connection Postgres refuses is the store's (503)", async () => {
+    const inbox = new PostgresInbox(pgPool(), { scope: "handler-errors" });
+    // 22008 (a date out of range) holds "08" but is no connection exception (08…); 42P01 no table.
+    for (const [statement, code] of [
+      ["select make_date(2020, 13, 1)", "22008"],
+      ["select * from no_such_table", "42P01"],
+    ] as const) {
+      const outcome = await settled(
+        inbox.handle(async (_event, tx) => {
+          await tx.query(statement);
+        })({ id: newId() } as WebhookEvent),
+      );
+      expect(outcome, statement).toMatchObject({ error: { code } });
+      expect((outcome as { error: unknown }).error, statement).not.toHaveProperty("status");
+    }
+    // A role over its connection limit: too_many_connections (53300), the store's failure.
+    const role = `limited_${randomUUID().replaceAll("-", "")}`;
+    await admin.query(`create role ${role} login connection limit 0`);
+    try {
+      const url = new URL(server?.url as string);
+      url.username = role;
+      const outcome = await settled(
+        inbox.handle(async () => {
+          const client = new pg.Client({ connectionString: url.toString() });
+          await client.connect();
+          await client.end();
+        })({ id: newId() } as WebhookEvent),
+      );
+      expect(outcome).toMatchObject({ error: { code: "store_unavailable", cause: { code: "53300" } } });
+    } finally {
+      await admin.query(`drop role ${role}`);
+    }
+    // A value that is no Error at all is the handler's, as thrown.
+    expect(
+      await settled(
+        inbox.handle(() => {
+          throw null;
+        })({ id: newId() } as WebhookEvent),
+      ),
+    ).toEqual({ error: null });
+  });
+
+  it("an InboxClient that fails with no error value at all still answers 503 store_unavailable", async () => {
+    const { client } = split(pgPool(2), pgPool(2));
+    const broken: InboxClient<pg.PoolClient> = { query: client.query, transaction: () => Promise.reject(undefined) };
+    const outcome = await settled(
+      new PostgresInbox(broken, { scope: "no-error" }).handle(() => {})({ id: newId() } as WebhookEvent),
+    );
+    expect(outcome).toMatchObject({ error: { code: "store_unavailable" } });
+  });
+
+  it("pg: a handler that swallows a failed statement gets 503, and why: the transaction did not commit", async () => {
+    const inbox = new PostgresInbox(pgPool(), { scope: "swallowed-pg" });
+    const outcome = await settled(
+      inbox.handle(async (_event, tx) => {
+        await tx.query("select * from no_such_table").catch(() => {});
+      })({ id: newId() } as WebhookEvent),
+    );
+    expect(outcome).toMatchObject({
+      error: {
+        code: "store_unavailable",
+        cause: { message: "the transaction did not commit (Postgres answered ROLLBACK)" },
+      },
+    });
+  });
+
+  it("pg Pool: a connection lost under the handler is the store's failure (503), whatever the handler throws, and is not reused", async () => {
+    const pool = pgPool(1);
+    const inbox = new PostgresInbox(pool, { scope: "lost-connection" });
+    const pids: number[] = [];
+    const lose = inbox.handle(async (_event, tx) => {
+      const { rows } = await tx.query("select pg_backend_pid() as pid");
+      pids.push(rows[0].pid);
+      // Postgres goes away while the handler awaits something else: the lent client reports it.
+      await admin.query("select pg_terminate_backend($1)", [rows[0].pid]);
+      await sleep(50);
+      throw new Error("the handler's own failure, after the connection was lost");
+    });
+    const outcome = await settled(lose({ id: newId() } as WebhookEvent));
+    expect(outcome).toMatchObject({
+      error: {
+        code: "store_unavailable",
+        cause: {
+          message: "the connection to Postgres failed during the transaction",
+          cause: { message: "the handler's own failure, after the connection was lost" },
+        },
+      },
+    });
+    // A reply that rolls back is still the handler's answer, the connection lost or not.
+    const reply = { status: 503, body: { retry: "later" } };
+    const replied = inbox.handle(async (_event, tx) => {
+      const { rows } = await tx.query("select pg_backend_pid() as pid");
+      await admin.query("select pg_terminate_backend($1)", [rows[0].pid]);
+      await sleep(50);
+      return reply;
+    });
+    expect(await settled(replied({ id: newId() } as WebhookEvent))).toEqual({ value: reply });
+    const next = inbox.handle(async (_event, tx) => {
+      pids.push((await tx.query("select pg_backend_pid() as pid")).rows[0].pid);
+    });
+    expect(await settled(next({ id: newId() } as WebhookEvent))).toEqual({ value: undefined });
+    expect(pids).toHaveLength(2);
+    expect(pids[1]).not.toBe(pids[0]);
+  });
+
+  it("pg Pool: a healthy connection goes back to the pool and is reused, with no listener left behind", async () => {
+    const inbox = new PostgresInbox(pgPool(1), { scope: "reused" });
+    const seen: { pid: number; listeners: number }[] = [];
+    const onEvent = inbox.handle(async (_event, tx) => {
+      const { rows } = await tx.query("select pg_backend_pid() as pid");
+      seen.push({ pid: rows[0].pid, listeners: tx.listenerCount("error") });
+    });
+    for (let i = 0; i < 3; i++) await onEvent({ id: newId() } as WebhookEvent);
+    expect(new Set(seen.map((s) => s.pid)).size).toBe(1);
+    expect(new Set(seen.map((s) => s.listeners)).size).toBe(1);
+  });
+
+  it("leaves no timer running once a delivery is answered, new or duplicate (a process with nothing else to do can exit)", async () => {
+    // One pg Client: a Pool would start idle timers of its own.
+    const client = new pg.Client({ connectionString: server?.url });
+    await client.connect();
+    pools.push(client);
+    const onEvent = new PostgresInbox(client, { scope: "timers" }).handle(() => {});
+    const timers = () => process.getActiveResourcesInfo().filter((resource) => resource === "Timeout").length;
+    await onEvent({ id: newId() } as WebhookEvent);
+    const id = newId();
+    const before = timers();
+    expect(await onEvent({ id } as WebhookEvent)).toBeUndefined();
+    // At most as many: another test's timer may have ended meanwhile; none of the inbox's is left.
+    expect(timers()).toBeLessThanOrEqual(before);
+    expect(await onEvent({ id } as WebhookEvent)).toMatchObject({ status: 204 });
+    expect(timers()).toBeLessThanOrEqual(before);
+  });
 });

@@ -1,0 +1,81 @@
+import { resolve } from "node:path";
+import { build, type Plugin } from "esbuild";
+
+// Bundles the Cloudflare test fixtures (test/fixtures/cloudflare/) from src/ as wrangler would,
+// for the tests that run them in workerd through miniflare.
+
+const root = resolve(import.meta.dirname, "../..");
+
+/** `flag-webhooks/*` resolved to src/, as vitest.config.ts maps it for the other examples. */
+const fromSource: Plugin = {
+  name: "flag-webhooks-from-source",
+  setup(b) {
+    const entries: Record<string, string> = {
+      "flag-webhooks": "src/index.ts",
+      "flag-webhooks/fetch": "src/adapters/fetch.ts",
+      "flag-webhooks/cloudflare": "src/cloudflare/index.ts",
+    };
+    b.onResolve({ filter: /^flag-webhooks(\/|$)/ }, (args) => {
+      const file = entries[args.path];
+      return file ? { path: resolve(root, file) } : { errors: [{ text: `no source mapping for ${args.path}` }] };
+    });
+  },
+};
+
+/**
+ * Bundles a Worker (a path from the repository's root) as wrangler does: ESM, the
+ * workerd/worker/browser conditions; `banner` is code run before the rest.
+ */
+export async function bundleWorker(entry: string, banner?: string): Promise<string> {
+  const result = await build({
+    ...(banner === undefined ? {} : { banner: { js: banner } }),
+    entryPoints: [resolve(root, entry)],
+    bundle: true,
+    write: false,
+    format: "esm",
+    platform: "neutral",
+    target: "es2022",
+    conditions: ["workerd", "worker", "browser"],
+    mainFields: ["browser", "module", "main"],
+    plugins: [fromSource],
+    logLevel: "silent",
+  });
+  const code = result.outputFiles[0]?.text;
+  if (!code) throw new Error("esbuild produced no bundle");
+  return code;
+}
+
+// Stryker's state in this process: the mutant it switched on, and the coverage its instrumented
+// src/ counts (`static` when no test is running, which is always the case inside workerd).
+interface StrykerState {
+  activeMutant?: unknown;
+  mutantCoverage?: { static: Record<string, number>; perTest: Record<string, Record<string, number>> };
+}
+const stryker = () => (globalThis as { __stryker__?: StrykerState }).__stryker__;
+
+/**
+ * Under Stryker, the code that switches on in workerd the mutant Stryker switched on in this
+ * process (its runner sets `globalThis.__stryker__.activeMutant` before a test file's hooks run,
+ * and the instrumented src/ reads it from the same global): code bundled from src/ that only runs
+ * inside workerd (the Durable Object) then runs the mutant too. Undefined outside Stryker.
+ */
+export function strykerMutantBanner(): string | undefined {
+  const active = stryker()?.activeMutant;
+  return active === undefined ? undefined : `globalThis.__stryker__ = { activeMutant: ${JSON.stringify(active)} };`;
+}
+
+/**
+ * Under Stryker, adds the coverage the instrumented src/ counted inside workerd (`counted`, what
+ * the Worker answers from its own `globalThis.__stryker__.mutantCoverage.static`) to this
+ * process's, before Stryker's own afterAll reads it: without it Stryker sees no test reach the
+ * Durable Object's code and runs none of its mutants. Static coverage, as workerd knows no test:
+ * with `ignoreStatic` off each such mutant runs the whole test file. Nothing outside Stryker.
+ */
+export async function reportWorkerdCoverage(counted: () => Promise<unknown>): Promise<void> {
+  const coverage = stryker()?.mutantCoverage;
+  if (!coverage) return;
+  const inWorkerd = (await counted()) as Record<string, number> | null;
+  for (const [id, hits] of Object.entries(inWorkerd ?? {})) {
+    coverage.static[id] = (coverage.static[id] ?? 0) + hits;
+  }
+}
