@@ -712,9 +712,19 @@ function isStatus(status: unknown): status is number {
  * status (`"503"`, `600`, `503.5`) throws: it is a mistake, not a 204.
  */
 function isReply(value: unknown): value is WebhookReply {
-  if (typeof value !== "object" || value === null || !("status" in value)) return false;
+  if (typeof value !== "object" || value === null) return false;
   const prototype = Object.getPrototypeOf(value);
-  if (prototype !== Object.prototype && prototype !== null) return false;
+  // Another adapter's answer (a fetch Response, a Lambda result) here would be a 204 the handler
+  // did not mean, and a store that decides by its status (PostgresInbox) would disagree with it.
+  if (
+    (typeof Response === "function" && value instanceof Response) ||
+    (prototype === Object.prototype && "statusCode" in value && !("status" in value))
+  ) {
+    throw new TypeError(
+      "flag-webhooks: onEvent returned a Response or a Lambda result, which this adapter does not answer with; return { status } instead",
+    );
+  }
+  if (!("status" in value) || (prototype !== Object.prototype && prototype !== null)) return false;
   const { status } = value as { status: unknown };
   if (isStatus(status)) return true;
   throw new TypeError(

@@ -378,6 +378,46 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() through every adapte
     });
   }
 
+  // The inbox decides commit or roll back from what the handler returned, without knowing the
+  // adapter; the adapter decides the answer. They must never disagree towards a loss (a 2xx answer
+  // for writes rolled back: the sender never retries) and a retry must end with the writes once.
+  const odd: [name: string, make: () => unknown][] = [
+    ["{ statusCode: 503 }", () => ({ statusCode: 503 })],
+    ['{ statusCode: "503" }', () => ({ statusCode: "503", body: '{"busy":true}' })],
+    ["{ statusCode: 201 }", () => ({ statusCode: 201 })],
+    ["{ statusCode: 200, body: object }", () => ({ statusCode: 200, body: { ok: true } })],
+    ['{ status: "200" }', () => ({ status: "200" })],
+    ["{ status: 250.5 }", () => ({ status: 250.5 })],
+    ["Response 503", () => new Response('{"busy":true}', { status: 503 })],
+    ["Response 200", () => new Response(null, { status: 200 })],
+  ];
+  for (const adapter of ADAPTERS) {
+    it(`${adapter}: whatever the handler returns, a 2xx answer means committed, and a retry leaves the writes once`, async () => {
+      const returned = new Map<string, unknown>();
+      const inbox = new PostgresInbox(pool, { scope: `odd-${adapter}` });
+      const send = await receiver(
+        adapter,
+        inbox.handle(async (event, tx: pg.PoolClient) => {
+          await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+          const value = returned.get(event.id);
+          returned.delete(event.id); // the retry returns nothing: 204
+          return value;
+        }),
+      );
+      for (const [name, make] of odd) {
+        const id = `evt_${randomUUID()}`;
+        returned.set(id, make());
+        const first = await send(body(id));
+        const committed = (await effects(id)) === 1;
+        const ok = first.status >= 200 && first.status <= 299;
+        expect({ name, ok, committed: ok ? committed : "n/a" }).toEqual({ name, ok, committed: ok ? true : "n/a" });
+        const retry = await send(body(id));
+        expect([name, retry.status]).toEqual([name, 204]);
+        expect([name, await effects(id), await inboxRows(id)]).toEqual([name, 1, 1]);
+      }
+    });
+  }
+
   it.each(ADAPTERS)(
     "%s: Postgres unreachable answers 503 store_unavailable, and the server keeps serving",
     async (adapter) => {
@@ -1076,6 +1116,15 @@ describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
       [{ status: 503 }, false],
       [{ statusCode: 503 }, false],
       [{ statusCode: 100 }, false],
+      // Answered as the adapters answer them: a status that is no HTTP status is a handler failure.
+      [{ status: "200" }, false],
+      [{ status: 250.5 }, false],
+      [{ statusCode: "503", body: "busy" }, false],
+      [{ statusCode: "204" }, true],
+      [{ statusCode: 200, body: { ok: true } }, false],
+      [new Response(null, { status: 503 }), false],
+      [new Response(null, { status: 202 }), true],
+      [Object.assign(Object.create({}), { status: 503 }), true],
     ];
     for (const [reply, commits] of cases) {
       const id = newId();

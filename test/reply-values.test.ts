@@ -192,3 +192,70 @@ describe("a reply that cannot be written releases the claim and answers our JSON
     expect(runs).toBe(2);
   });
 });
+
+describe("another adapter's answer returned where it is not answered is a handler failure, not a 204", () => {
+  const TYPE_ERROR = new TypeError(
+    "flag-webhooks: onEvent returned a Response or a Lambda result, which this adapter does not answer with; return { status } instead",
+  );
+  let server: Server | undefined;
+  afterEach(async () => {
+    if (server) await close(server);
+    server = undefined;
+  });
+
+  it.each<[string, () => unknown]>([
+    ["a Lambda result", () => ({ statusCode: 503, body: "" })],
+    ["a fetch Response", () => new Response(null, { status: 503 })],
+  ])("Express, %s: 500, reported, and the retry runs the handler again", async (_name, make) => {
+    const errors: unknown[] = [];
+    let runs = 0;
+    const app = express();
+    app.post(
+      "/webhooks",
+      expressMiddleware({
+        secret: SECRET,
+        dedupe: dedupe(),
+        onError: (error) => void errors.push(error),
+        onEvent: () => (++runs === 1 ? make() : undefined),
+      }),
+    );
+    server = await listen(createServer(app));
+    const { port } = server.address() as { port: number };
+    const d = delivery();
+    const post = () => fetch(`http://127.0.0.1:${port}/webhooks`, { method: "POST", body: d.body, headers: d.headers });
+    const first = await post();
+    expect([first.status, ((await first.json()) as { error: { code: string } }).error.code]).toEqual([
+      500,
+      "handler_error",
+    ]);
+    expect(errors).toEqual([TYPE_ERROR]);
+    expect((await post()).status).toBe(204);
+    expect(runs).toBe(2);
+  });
+
+  it("fetch, a Lambda result: 500; Lambda, a fetch Response: 500", async () => {
+    const d = delivery();
+    const errors: unknown[] = [];
+    const fetchAnswer = await webhookHandler({
+      secret: SECRET,
+      onError: (error) => void errors.push(error),
+      onEvent: () => ({ statusCode: 200 }),
+    })(new Request("http://localhost/webhooks", { method: "POST", body: d.body, headers: d.headers }));
+    expect(fetchAnswer.status).toBe(500);
+    const lambdaAnswer = await lambdaHandler({
+      secret: SECRET,
+      onError: (error) => void errors.push(error),
+      onEvent: () => new Response(null, { status: 200 }),
+    })({ httpMethod: "POST", headers: d.headers, body: d.body } as never, {} as never);
+    expect(lambdaAnswer.statusCode).toBe(500);
+    expect(errors).toEqual([TYPE_ERROR, TYPE_ERROR]);
+  });
+
+  it("a reply with both status and statusCode is a WebhookReply, answered by its status", async () => {
+    const d = delivery();
+    const answer = await webhookHandler({ secret: SECRET, onEvent: () => ({ status: 202, statusCode: 500 }) })(
+      new Request("http://localhost/webhooks", { method: "POST", body: d.body, headers: d.headers }),
+    );
+    expect(answer.status).toBe(202);
+  });
+});

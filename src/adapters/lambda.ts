@@ -2,6 +2,7 @@ import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import type { Payload } from "../payload.js";
 import { type Answer, createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
+import { proxyResultStatus } from "../result-status.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 
 // Structural types of the events and results, so the package needs no runtime dependency and no
@@ -160,25 +161,6 @@ function bodyOf(body: unknown, base64: boolean): Payload {
   const bytes = new Uint8Array(binary.length);
   for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
   return bytes;
-}
-
-/** The status of a proxy result `onEvent` built itself: a plain object with a whole statusCode. */
-function proxyResultStatus(value: unknown): number | undefined {
-  if (
-    typeof value !== "object" ||
-    value === null ||
-    Object.getPrototypeOf(value) !== Object.prototype ||
-    !("statusCode" in value)
-  ) {
-    return undefined;
-  }
-  const { statusCode, body } = value as { statusCode: unknown; body?: unknown };
-  // API Gateway reads a three-digit string too (AWS's own blueprints send one), but a body that is
-  // not a string is its 502: such a result is a handler failure, never a 2xx that marks it done.
-  const status = typeof statusCode === "string" && /^\d{3}$/.test(statusCode) ? Number(statusCode) : statusCode;
-  return Number.isInteger(status) && (body === undefined || body === null || typeof body === "string")
-    ? (status as number)
-    : Number.NaN;
 }
 
 function toResult(answer: Answer): LambdaProxyResult {

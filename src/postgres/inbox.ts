@@ -7,6 +7,7 @@ import { parseDuration } from "../delivery/max-age.js";
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import type { WebhookReply } from "../receiver.js";
+import { answeredAsFailure } from "../result-status.js";
 
 /** Rows as a client returns them. */
 export type InboxRow = Record<string, unknown>;
@@ -332,7 +333,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
               throw new Rollback("threw", error);
             }
             arm();
-            if (failed(value)) throw new Rollback("replied", value);
+            if (answeredAsFailure(value)) throw new Rollback("replied", value);
             // A handler that caught a failed statement leaves an aborted transaction, whose COMMIT
             // rolls back without an error on clients that do not check: this statement fails there.
             if (!this.#driver.checksCommit) await query("select 1", []);
@@ -447,14 +448,6 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
       clearTimeout(timer);
     }
   }
-}
-
-/** A reply that is not 2xx: a WebhookReply or Response (`status`), or a Lambda result (`statusCode`). */
-function failed(value: unknown): boolean {
-  if (typeof value !== "object" || value === null) return false;
-  const { status, statusCode } = value as { status?: unknown; statusCode?: unknown };
-  const code = typeof status === "number" ? status : statusCode;
-  return typeof code === "number" && (code < 200 || code > 299);
 }
 
 /**
