@@ -1125,6 +1125,7 @@ describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
       [new Response(null, { status: 503 }), false],
       [new Response(null, { status: 202 }), true],
       [Object.assign(Object.create({}), { status: 503 }), true],
+      [Object.assign(Object.create(null), { status: 503 }), false],
     ];
     for (const [reply, commits] of cases) {
       const id = newId();
