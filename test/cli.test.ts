@@ -132,6 +132,26 @@ describe("flag-webhooks (the installed binary)", () => {
     expect(readFileSync(bin, "utf8").startsWith("#!/usr/bin/env node\n")).toBe(true);
   });
 
+  it("ends quietly with 0 when its reader closes stdout first (`flag-webhooks --help | head`)", async () => {
+    // The read end is closed before the child's node has even started, so its first write gets
+    // EPIPE: without bin.ts's handler that is an uncaught error, a stack and exit code 1.
+    const child = spawn(bin, ["--help"], {
+      cwd: project,
+      env: { PATH: process.env.PATH ?? "" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    child.stdout.destroy();
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk;
+    });
+    const code = await new Promise<number | null>((done, fail) => {
+      child.on("error", fail);
+      child.on("close", done);
+    });
+    expect([code, stderr]).toEqual([0, ""]);
+  });
+
   describe("help", () => {
     it("lists every command with its summary, and where the secret comes from", async () => {
       const result = await run(["--help"]);

@@ -42,6 +42,7 @@ function forwardUrl(value: unknown): string | undefined {
 }
 
 function projectId(value: unknown): string {
+  // Stryker disable next-line StringLiteral: main() runs commands with parseArgs values, which always hold the option's default
   const text = String(value ?? "default");
   if (!PROJECT.test(text)) {
     throw new UsageError(
@@ -57,6 +58,7 @@ function usageOf(error: TypeError): UsageError {
     error.message.replace(
       // Stryker disable next-line Regex: every emulator option error starts with this text, so the anchor changes nothing
       /^flag-webhooks\/emulator: option "(\w+)"/,
+      // Stryker disable next-line StringLiteral: the emulator options dev passes that can be refused (token, stateFile, host) are all in OPTION_NAMES
       (_, name: string) => OPTION_NAMES.get(name) ?? `--${name}`,
     ),
   );
@@ -173,12 +175,14 @@ export const devCommand: Command = {
     const forward = forwardUrl(values.forward);
     const project = projectId(values.project);
     const token = (values.token as string | undefined) ?? env[TOKEN_ENV];
+    // Stryker disable next-line StringLiteral: main() runs commands with parseArgs values, which always hold the option's default
     const host = String(values.host ?? "127.0.0.1");
     const stateFile = values.state === undefined ? undefined : String(values.state);
     if (stateFile === "") throw new UsageError("--state needs a file path");
     let emulator: Emulator;
     try {
       emulator = await createEmulator({
+        // Stryker disable next-line StringLiteral: main() runs commands with parseArgs values, which always hold the option's default
         port: port(values.port ?? "4000"),
         host,
         ...(token !== undefined ? { token } : {}),
@@ -194,7 +198,8 @@ export const devCommand: Command = {
         stderr.write(`flag-webhooks: port ${String(values.port ?? "4000")} is in use; pass --port <port>\n`);
         return 1;
       }
-      if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND" || code === "EAI_AGAIN") {
+      // EINVAL: an IPv6 link-local address (fe80::...), which needs a zone that --host cannot spell.
+      if (code === "EADDRNOTAVAIL" || code === "EINVAL" || code === "ENOTFOUND" || code === "EAI_AGAIN") {
         throw new UsageError(`--host ${host} is not an address of this machine`);
       }
       if (error instanceof TypeError) {
@@ -209,8 +214,9 @@ export const devCommand: Command = {
 
     // Stopped on the first SIGINT or SIGTERM, whatever happens while it stops; a second one ends
     // the process at once (the handlers are gone by then).
+    let stop!: () => void;
     const stopped = new Promise<void>((resolve) => {
-      const stop = () => {
+      stop = () => {
         process.off("SIGINT", stop);
         process.off("SIGTERM", stop);
         resolve();
@@ -223,6 +229,8 @@ export const devCommand: Command = {
     try {
       if (forward) forwarded = await forwardTo(emulator, project, forward);
     } catch (error) {
+      // Ending with an error, it leaves no handler behind to swallow the host process's next Ctrl+C.
+      stop();
       await emulator.close();
       throw error;
     }
