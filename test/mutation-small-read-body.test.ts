@@ -33,13 +33,14 @@ interface Started {
   requests: IncomingMessage[];
 }
 
-async function start(bodyTimeout: number): Promise<Started> {
+async function start(bodyTimeout: number, limit?: number): Promise<Started> {
   const rejected: WebhookError[] = [];
   const waiting: ((error: WebhookError) => void)[] = [];
   const requests: IncomingMessage[] = [];
   const middleware = webhookMiddleware({
     secret: SECRET,
     bodyTimeout,
+    ...(limit === undefined ? {} : { limit }),
     onRejected(error) {
       rejected.push(error);
       for (const done of waiting.splice(0)) done(error);
@@ -156,5 +157,51 @@ describe("reading a Node request body", () => {
     } finally {
       setTimer.mockRestore();
     }
+  });
+
+  describe("at the limit", () => {
+    /** Sends a signed delivery's head, with the Content-Length given (none: chunked) and the body, and collects the answer. */
+    function send(port: number, body: string, signature: string, length: number | "chunked", rest: string) {
+      const socket = connect(port, "127.0.0.1");
+      sockets.push(socket);
+      const framing = length === "chunked" ? "Transfer-Encoding: chunked" : `Content-Length: ${length}`;
+      socket.write(
+        `POST /webhooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+          `Service-Signature: ${signature}\r\n${framing}\r\nConnection: close\r\n\r\n${rest}`,
+      );
+      let text = "";
+      socket.on("data", (chunk) => {
+        text += chunk;
+      });
+      return new Promise<string>((done) => {
+        socket.on("close", () => done(text));
+        socket.on("error", () => done(text));
+      });
+    }
+
+    it("refuses a body announcing one byte over the limit at once, before any of it arrives", async () => {
+      const { body, headers } = signedDelivery(SECRET);
+      const limit = Buffer.byteLength(body);
+      // A body timeout far longer than the test: only the announced length can refuse it in time.
+      const started = await start(2_000, limit);
+      const text = await send(started.port, body, headers["service-signature"], limit + 1, "");
+      expect(text).toMatch(/^HTTP\/1\.1 413 /);
+      expect(started.rejected.map((e) => e.code)).toEqual(["payload_too_large"]);
+    });
+
+    it("reads a body of exactly the limit, announced by its Content-Length or sent in chunks", async () => {
+      const { body, headers } = signedDelivery(SECRET);
+      const limit = Buffer.byteLength(body);
+      const started = await start(2_000, limit);
+      const announced = await send(started.port, body, headers["service-signature"], limit, body);
+      expect(announced).toMatch(/^HTTP\/1\.1 204 /);
+      const half = Math.floor(body.length / 2);
+      const chunks = [body.slice(0, half), body.slice(half)]
+        .map((part) => `${Buffer.byteLength(part).toString(16)}\r\n${part}\r\n`)
+        .join("");
+      const chunked = await send(started.port, body, headers["service-signature"], "chunked", `${chunks}0\r\n\r\n`);
+      expect(chunked).toMatch(/^HTTP\/1\.1 204 /);
+      expect(started.rejected).toEqual([]);
+    });
   });
 });
