@@ -146,6 +146,14 @@ describe("DynamoDBDedupeStore options", () => {
     expect(() => new DynamoDBDedupeStore(db.client(), { table: db.table, scope: "a", timeout: "soon" })).toThrow(
       /option "timeout"/,
     );
+    // Each request's abort signal waits on a timer, which waits at most 2³¹−1 ms: a longer one
+    // would fire after 1 ms and abort every request.
+    expect(() => new DynamoDBDedupeStore(db.client(), { table: db.table, scope: "a", timeout: 2 ** 31 })).toThrow(
+      /option "timeout" must be at most 2147483647 ms/,
+    );
+    expect(
+      () => new DynamoDBDedupeStore(db.client(), { table: db.table, scope: "a", timeout: 2 ** 31 - 1 }),
+    ).not.toThrow();
   });
 });
 

@@ -146,6 +146,11 @@ describe("PostgresInbox options", () => {
     expect(() => new PostgresInbox(pool, { scope: "s", lockTimeout: "5s", timeout: "5s" })).toThrow(
       /"lockTimeout" must be shorter than "timeout"/,
     );
+    // Its own steps wait on timers, which wait at most 2³¹−1 ms (Node fires a longer one after 1 ms).
+    expect(() => new PostgresInbox(pool, { scope: "s", timeout: 2 ** 31 })).toThrow(
+      /option "timeout" must be at most 2147483647 ms/,
+    );
+    expect(() => new PostgresInbox(pool, { scope: "s", timeout: 2 ** 31 - 1 })).not.toThrow();
   });
 });
 

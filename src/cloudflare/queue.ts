@@ -1,6 +1,6 @@
 // Cloudflare Queues hand-off (issue 19): the receiving Worker answers 202 once the queue has the
 // event, and a consumer Worker runs each event, validated again, with per-message ack and retry.
-import { parseDuration } from "../delivery/max-age.js";
+import { parseDuration, TIMER_MAX } from "../delivery/max-age.js";
 import { WebhookError } from "../errors.js";
 import { parseEvent, type WebhookEvent } from "../events.js";
 import type { Payload } from "../payload.js";
@@ -30,7 +30,8 @@ export interface EventBatch {
 export interface EnqueueOptions {
   /**
    * How long to wait for `queue.send` to resolve, in ms or as a duration such as `"3s"`; past it
-   * the delivery is answered `503 store_unavailable` so the sender retries. Default 3 s.
+   * the delivery is answered `503 store_unavailable` so the sender retries. Default 3 s. At most 2³¹−1 ms
+   * (a timer waits no longer), else a `TypeError`.
    */
   timeout?: number | string;
 }
@@ -63,12 +64,13 @@ export function enqueueTo(
   if (typeof queue?.send !== "function") {
     throw new TypeError("flag-webhooks: enqueueTo(queue) needs a Queue producer binding");
   }
-  const timeout = options.timeout === undefined ? 3000 : parseDuration(options.timeout, "timeout");
+  const timeout = options.timeout === undefined ? 3000 : parseDuration(options.timeout, "timeout", TIMER_MAX);
 
   return async function enqueueEvent(event) {
     let timer: ReturnType<typeof setTimeout> | undefined;
     let sent: Promise<unknown> | undefined;
     try {
+      // Stryker disable next-line ObjectLiteral: equivalent: the event is JSON data, which the runtime's default (v8) carries alike; json lets the dashboard preview it.
       sent = queue.send(event, { contentType: "json" });
       const expired = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`the queue did not accept the event within ${timeout} ms`)), timeout);

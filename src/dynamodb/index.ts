@@ -9,7 +9,7 @@ import {
   PutItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import type { ClaimResult, DedupeStore } from "../delivery/dedupe.js";
-import { parseDuration } from "../delivery/max-age.js";
+import { parseDuration, TIMER_MAX } from "../delivery/max-age.js";
 import { checkScope, scopedKey } from "../delivery/scope.js";
 
 /**
@@ -53,7 +53,8 @@ export interface DynamoDBDedupeStoreOptions {
   /**
    * How long one request to DynamoDB may take, the SDK's own retries included, in ms or as a
    * duration such as `"2s"`; past it the request is aborted and the delivery is answered
-   * `503 store_unavailable`. Default 2 s (the receiver's own `dedupe.timeout`).
+   * `503 store_unavailable`. Default 2 s (the receiver's own `dedupe.timeout`). At most 2³¹−1 ms
+   * (a timer waits no longer), else a `TypeError`.
    */
   timeout?: number | string;
 }
@@ -112,7 +113,7 @@ export class DynamoDBDedupeStore implements DedupeStore {
     this.#client = client;
     this.#table = table;
     this.#scope = checkScope(scope, "DynamoDBDedupeStore");
-    this.#timeout = timeout === undefined ? 2000 : parseDuration(timeout, "timeout");
+    this.#timeout = timeout === undefined ? 2000 : parseDuration(timeout, "timeout", TIMER_MAX);
   }
 
   async claim(id: string, lease: number): Promise<ClaimResult> {

@@ -3,7 +3,7 @@
 // of any Postgres client: `pg` (Pool or Client), postgres.js, or any client behind InboxClient is
 // recognised by its shape, and their types are inferred from the client the user passes.
 import type { ClaimResult, DedupeStore } from "../delivery/dedupe.js";
-import { parseDuration } from "../delivery/max-age.js";
+import { parseDuration, TIMER_MAX } from "../delivery/max-age.js";
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import type { WebhookReply } from "../receiver.js";
@@ -119,7 +119,8 @@ export interface PostgresInboxOptions {
   /**
    * The bound on each of the inbox's own steps (connect, check, BEGIN, insert, COMMIT) and the
    * `statement_timeout` of every statement in the transaction, the handler's included; past it,
-   * `503 store_unavailable`. Default `"5s"`.
+   * `503 store_unavailable`. Default `"5s"`. At most 2³¹−1 ms (a timer waits no longer), else a
+   * `TypeError`.
    */
   timeout?: number | string;
 }
@@ -224,7 +225,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
     this.#index = `"${table.split(".").pop()}_expires"`;
     this.#retention = parseDuration(options.retention ?? "30d", "retention");
     this.#lockTimeout = parseDuration(options.lockTimeout ?? "2s", "lockTimeout");
-    this.#timeout = parseDuration(options.timeout ?? "5s", "timeout");
+    this.#timeout = parseDuration(options.timeout ?? "5s", "timeout", TIMER_MAX);
     if (this.#lockTimeout >= this.#timeout) {
       throw new TypeError('flag-webhooks: option "lockTimeout" must be shorter than "timeout"');
     }
