@@ -1,24 +1,38 @@
 import { createHmac, randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Miniflare } from "miniflare";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DurableObjectDedupeStore } from "../src/cloudflare/index.js";
-import type { ClaimResult, DedupeStore } from "../src/index.js";
-import { bundleWorker } from "./support/cloudflare-bundle.js";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { consumeEvents, DurableObjectDedupeStore, type EventMessage, enqueueTo } from "../src/cloudflare/index.js";
+import { type ClaimResult, type DedupeStore, parseEvent, WebhookError } from "../src/index.js";
+import { bundleWorker, reportWorkerdCoverage, strykerMutantBanner } from "./support/cloudflare-bundle.js";
 import { describeStoreContract } from "./support/store-contract.js";
 
 // flag-webhooks/cloudflare in workerd, through miniflare: a real Worker (test/fixtures/cloudflare/
 // worker.ts, bundled with esbuild) with real Durable Object, Queue and KV bindings. The store
-// contract runs against stores living inside the Worker, driven over a route.
+// contract runs against stores living inside the Worker, driven over a route. Under Stryker
+// (stryker.workerd.config.mjs) the mutant switched on here is switched on in workerd too, and what
+// workerd covered is handed back: that is how src/cloudflare/queue.ts, which runs only there, is measured.
 
 const SECRET = "whsec-cloudflare-test";
 const sign = (body: string) => createHmac("sha256", SECRET).update(body).digest("hex");
 
 let mf: Miniflare;
+// Why the Worker did not start, if it did not: the first test fails with it. A failed beforeAll
+// alone leaves the tests without a result, which Stryker's vitest runner reads as passing (so a
+// mutant that breaks the Worker's loading would survive).
+let startFailure: unknown;
 beforeAll(async () => {
+  try {
+    await start();
+  } catch (error) {
+    startFailure = error;
+  }
+}, 60_000);
+
+async function start(): Promise<void> {
   mf = new Miniflare({
     modules: true,
-    script: await bundleWorker("test/fixtures/cloudflare/worker.ts"),
+    script: await bundleWorker("test/fixtures/cloudflare/worker.ts", strykerMutantBanner()),
     compatibilityDate: "2024-09-23",
     bindings: { WEBHOOK_SECRET: SECRET },
     durableObjects: { DEDUPE: "TestDedupeObject" },
@@ -27,8 +41,17 @@ beforeAll(async () => {
     kvNamespaces: ["SEEN"],
   });
   await mf.ready;
-}, 60_000);
-afterAll(() => mf?.dispose());
+}
+
+it("the Worker loads in workerd", () => {
+  expect(startFailure).toBeUndefined();
+});
+afterAll(async () => {
+  if (startFailure === undefined) {
+    await reportWorkerdCoverage(async () => (await mf.dispatchFetch("http://worker/__stryker_coverage")).json());
+  }
+  await mf?.dispose();
+});
 
 async function call(store: string, op: string, id: string, ms: number): Promise<unknown> {
   const response = await mf.dispatchFetch("http://worker/store", {
@@ -163,10 +186,16 @@ async function seen(id: string): Promise<{ key: string; value: unknown }[]> {
   return Promise.all(keys.map(async ({ name }) => ({ key: name, value: JSON.parse((await kv.get(name)) ?? "null") })));
 }
 
-async function reported(): Promise<{ id: string; attempts: number; code: string }[]> {
-  return (await mf.dispatchFetch("http://worker/reported")).json() as Promise<
-    { id: string; attempts: number; code: string }[]
-  >;
+interface Reported {
+  id: string;
+  attempts: number;
+  code: string;
+  message: string;
+  cause: string | null;
+}
+
+async function reported(): Promise<Reported[]> {
+  return (await mf.dispatchFetch("http://worker/reported")).json() as Promise<Reported[]>;
 }
 
 describe("a Worker receiving into a Queue, deduped by Durable Objects", () => {
@@ -283,5 +312,189 @@ describe("examples/cloudflare-worker-dedupe", () => {
     const forged = await post(body, sign(`${body} `));
     expect(forged.status).toBe(401);
     expect((await post("{}", "zz")).status).toBe(401);
+  });
+});
+
+describe("the Queues hand-off, edge by edge", () => {
+  /** Sends a body of one kind straight to the queue from inside the Worker (fixture: rawBody). */
+  async function sendRaw(kind: string, json = ""): Promise<void> {
+    const response = await mf.dispatchFetch("http://worker/send", {
+      method: "POST",
+      body: JSON.stringify({ kind, json }),
+    });
+    expect(response.status).toBe(204);
+  }
+
+  /** Waits for the consumer's report of the next message that failed after `before` reports. */
+  async function nextReport(before: number): Promise<Reported> {
+    await expect.poll(async () => (await reported()).length, { timeout: 10_000 }).toBeGreaterThan(before);
+    return (await reported())[before] as Reported;
+  }
+
+  /** No promise rejected without a handler while `run` and the `ms` after it go on. */
+  async function unhandledDuring(run: () => Promise<unknown>, ms: number): Promise<unknown[]> {
+    const unhandled: unknown[] = [];
+    const listen = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", listen);
+    try {
+      await run().catch(() => undefined);
+      await sleep(ms);
+    } finally {
+      process.off("unhandledRejection", listen);
+    }
+    return unhandled;
+  }
+
+  it("consumes the event's JSON sent as text, as bytes and as a Uint8Array, as it does a JSON message", async () => {
+    for (const kind of ["text", "bytes", "view"]) {
+      const id = `evt_${kind}_${randomUUID()}`;
+      await sendRaw(kind, eventBody(id));
+      await expect
+        .poll(() => seen(id), { timeout: 10_000 })
+        .toEqual([{ key: `seen:${id}:1`, value: { type: "flag.updated", flag: "new-checkout", changes: 1 } }]);
+    }
+  });
+
+  it("acks a message no JSON can hold as invalid_payload, with why as its cause", async () => {
+    const before = (await reported()).length;
+    await sendRaw("bigint");
+    const report = await nextReport(before);
+    expect(report).toMatchObject({
+      attempts: 1,
+      code: "invalid_payload",
+      message: "the message does not hold an event",
+    });
+    expect(report.cause).toBe("Do not know how to serialize a BigInt");
+  });
+
+  it("reports a text that is no event with the parser's own error, as the receiver would", async () => {
+    const parserSays = (() => {
+      try {
+        parseEvent("not json at all");
+      } catch (error) {
+        return error as WebhookError;
+      }
+    })();
+    expect(parserSays).toBeInstanceOf(WebhookError);
+    const before = (await reported()).length;
+    await sendRaw("text", "not json at all");
+    const report = await nextReport(before);
+    expect(report).toMatchObject({ attempts: 1, code: parserSays?.code, message: parserSays?.message });
+  });
+
+  it("enqueueTo refuses, when it is made, a missing binding and a timeout no timer can wait", () => {
+    const needs = new TypeError("flag-webhooks: enqueueTo(queue) needs a Queue producer binding");
+    expect(() => enqueueTo(undefined as never)).toThrow(needs);
+    expect(() => enqueueTo({} as never)).toThrow(needs);
+    const queue = { send: async () => undefined };
+    for (const timeout of ["soon", 0, -1]) {
+      expect(() => enqueueTo(queue, { timeout })).toThrow(/option "timeout" must be a positive number/);
+    }
+    // Its timer waits at most 2³¹−1 ms: a longer one fires after 1 ms and would refuse every event.
+    expect(() => enqueueTo(queue, { timeout: 2 ** 31 })).toThrow(/option "timeout" must be at most 2147483647 ms/);
+    expect(typeof enqueueTo(queue, { timeout: 2 ** 31 - 1 })).toBe("function");
+    expect(typeof enqueueTo(queue, { timeout: "2s" })).toBe("function");
+  });
+
+  it("enqueueTo from Node through the real producer binding: 202, the consumer gets the event, no timer left", async () => {
+    const queue = await mf.getQueueProducer("FLAG_EVENTS");
+    const id = `evt_node_${randomUUID()}`;
+    const enqueue = enqueueTo(queue, { timeout: 4321 });
+    const setTimer = vi.spyOn(globalThis, "setTimeout");
+    const clearTimer = vi.spyOn(globalThis, "clearTimeout");
+    try {
+      expect(await enqueue(parseEvent(eventBody(id)))).toEqual({ status: 202 });
+      // The timer that bounded the send is cleared with the answer, not left to hold the process.
+      const bound = setTimer.mock.calls.findIndex(([, ms]) => ms === 4321);
+      expect(bound).toBeGreaterThanOrEqual(0);
+      expect(clearTimer.mock.calls.map(([timer]) => timer)).toContain(setTimer.mock.results[bound]?.value);
+    } finally {
+      setTimer.mockRestore();
+      clearTimer.mockRestore();
+    }
+    await expect.poll(() => seen(id), { timeout: 10_000 }).toHaveLength(1);
+  });
+
+  // Stand-ins for a binding that fails in a way miniflare's real one cannot be made to: one that
+  // never answers, one that throws as it is called, one that refuses after the time is up.
+  it("enqueueTo answers store_unavailable when the queue does not accept the event within its timeout", async () => {
+    const enqueue = enqueueTo({ send: () => new Promise(() => undefined) }, { timeout: 30 });
+    const error = await enqueue(parseEvent(eventBody("evt_stalled"))).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WebhookError);
+    expect(error).toMatchObject({ code: "store_unavailable", message: "the event queue is unavailable; retry later" });
+    expect(((error as WebhookError).cause as Error).message).toBe("the queue did not accept the event within 30 ms");
+  });
+
+  it("enqueueTo answers store_unavailable, with the cause, when the binding throws or refuses late", async () => {
+    const gone = new Error("binding gone");
+    const thrown = await enqueueTo({
+      send: () => {
+        throw gone;
+      },
+    })(parseEvent(eventBody("evt_thrown"))).catch((e: unknown) => e);
+    expect(thrown).toMatchObject({ code: "store_unavailable" });
+    expect((thrown as WebhookError).cause).toBe(gone);
+    // Refused after the timeout answered: that refusal is handled, not left unhandled.
+    const late = enqueueTo(
+      { send: () => new Promise((_, reject) => setTimeout(() => reject(new Error("late")), 40)) },
+      { timeout: 10 },
+    );
+    expect(await unhandledDuring(() => late(parseEvent(eventBody("evt_late"))), 100)).toEqual([]);
+  });
+
+  it("consumeEvents refuses, when it is made, options without an onEvent or with an onError that is no function", () => {
+    const onEvent = () => undefined;
+    const noHandler = new TypeError('flag-webhooks: option "onEvent" must be a function');
+    expect(() => consumeEvents(undefined as never)).toThrow(noHandler);
+    expect(() => consumeEvents({} as never)).toThrow(noHandler);
+    expect(() => consumeEvents({ onEvent, onError: "log" as never })).toThrow(
+      new TypeError('flag-webhooks: option "onError" must be a function'),
+    );
+    expect(typeof consumeEvents({ onEvent })).toBe("function");
+    expect(typeof consumeEvents({ onEvent, onError: () => undefined })).toBe("function");
+  });
+
+  it("consumeEvents without onError logs each failed message: invalid ones acked, failing ones retried", async () => {
+    // Messages of the shape the runtime hands a consumer (EventMessage), made here to read the log.
+    const done: string[] = [];
+    const message = (id: string, body: unknown): EventMessage => ({
+      id,
+      body,
+      attempts: 1,
+      ack: () => done.push(`${id} ack`),
+      retry: () => done.push(`${id} retry`),
+    });
+    const failure = new Error("downstream unavailable");
+    const log = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      await consumeEvents({
+        onEvent() {
+          throw failure;
+        },
+      })(
+        {
+          queue: "flag-events",
+          // The runtime refuses to send an undefined body; a consumer called directly may get one.
+          messages: [message("m1", "not json"), message("m2", eventBody("evt_m2")), message("m3", undefined)],
+        },
+        {},
+        {},
+      );
+      expect(done).toEqual(["m1 ack", "m2 retry", "m3 ack"]);
+      expect(log.mock.calls.map(([text]) => text)).toEqual([
+        "flag-webhooks: queue message m1 failed (invalid_payload: acked, not retried):",
+        "flag-webhooks: queue message m2 failed (retried):",
+        "flag-webhooks: queue message m3 failed (invalid_payload: acked, not retried):",
+      ]);
+      expect(log.mock.calls[0]?.[1]).toBeInstanceOf(WebhookError);
+      expect(log.mock.calls[1]?.[1]).toBe(failure);
+      const noBody = log.mock.calls[2]?.[1] as WebhookError;
+      expect([noBody.message, (noBody.cause as Error).message]).toEqual([
+        "the message does not hold an event",
+        "the message has no body",
+      ]);
+    } finally {
+      log.mockRestore();
+    }
   });
 });
