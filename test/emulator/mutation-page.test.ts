@@ -1,4 +1,5 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { Agent, get } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -45,6 +46,30 @@ describe("the page's files", () => {
       });
     },
   );
+
+  it("serves the page's three files over one keep-alive connection, as a browser loads them", async () => {
+    // Nothing after a file's answer may cut the connection: the browser's next file reuses it.
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const reused: boolean[] = [];
+      for (const path of ["/", "/page.css", "/page.js"]) {
+        const status = await new Promise<number>((resolve, reject) => {
+          const req = get(`${origin}${path}`, { agent }, (res) => {
+            res.resume();
+            res.on("end", () => resolve(res.statusCode ?? 0));
+          });
+          req.on("socket", () => reused.push(req.reusedSocket));
+          req.on("error", reject);
+        });
+        expect(status).toBe(200);
+        // Let the socket go back to the agent's pool before the next request.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect(reused).toEqual([false, true, true]);
+    } finally {
+      agent.destroy();
+    }
+  });
 
   it("puts the API's URL in the HTML as it is (it has nothing to escape)", async () => {
     const html = await fetch(`${origin}/`).then((res) => res.text());
