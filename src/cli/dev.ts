@@ -185,10 +185,13 @@ export const devCommand: Command = {
         // Stryker disable next-line StringLiteral: main() runs commands with parseArgs values, which always hold the option's default
         port: port(values.port ?? "4000"),
         host,
+        // Stryker disable next-line ConditionalExpression: equivalent: createEmulator reads a token or a state file given as undefined as not given (the spreads are for exactOptionalPropertyTypes)
         ...(token !== undefined ? { token } : {}),
+        // Stryker disable next-line ConditionalExpression: equivalent, as above
         ...(stateFile !== undefined ? { stateFile } : {}),
         onDelivery(delivery) {
           const text = line(delivery);
+          // Stryker disable next-line ConditionalExpression: equivalent: writing "" prints nothing
           if (text) stdout.write(text);
         },
       });
