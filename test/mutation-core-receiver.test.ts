@@ -544,6 +544,43 @@ describe("dedupe: what marks an id handled", () => {
     expect((await receive(request(text))).headers.get("webhook-duplicate")).toBe("true");
   });
 
+  it("takes a thenable that is a function, as Promise.resolve does", async () => {
+    const memory = new MemoryDedupeStore();
+    const callable = <T>(value: T) =>
+      // biome-ignore lint/suspicious/noThenProperty: a callable thenable is the point here.
+      Object.assign(() => {}, { then: (resolve: (v: T) => void) => resolve(value) });
+    const store = {
+      claim: (id: string, lease: number) => callable(memory.claim(id, lease)),
+      complete: (id: string, ttl: number) => callable(memory.complete(id, ttl)),
+      release: (id: string) => callable(memory.release(id)),
+    };
+    const errors: unknown[] = [];
+    const receive = handler({ dedupe: { store: store as never, ttl: "1h" }, onError: (e) => void errors.push(e) });
+    const text = body();
+    expect((await receive(request(text))).status).toBe(204);
+    expect((await receive(request(text))).headers.get("webhook-duplicate")).toBe("true");
+    expect(errors).toEqual([]);
+  });
+
+  it("gives a store that answers slowly the whole dedupe.timeout to mark an id done", async () => {
+    const memory = new MemoryDedupeStore();
+    const calls: string[] = [];
+    const store = {
+      ...recordingStore(memory),
+      complete: async (id: string, ttl: number) => {
+        calls.push("complete");
+        await sleep(20);
+        return memory.complete(id, ttl);
+      },
+    };
+    const errors: unknown[] = [];
+    const receive = handler({ dedupe: { store, ttl: "1h", timeout: 5000 }, onError: (e) => void errors.push(e) });
+    const text = body();
+    expect((await receive(request(text))).status).toBe(204);
+    expect((await receive(request(text))).headers.get("webhook-duplicate")).toBe("true");
+    expect([calls, errors]).toEqual([["complete"], []]);
+  });
+
   it("retries marking an id done when the store fails once, so a copy is still a duplicate", async () => {
     const memory = new MemoryDedupeStore();
     let failures = 1;
@@ -560,6 +597,34 @@ describe("dedupe: what marks an id handled", () => {
     expect((await receive(request(text))).status).toBe(204);
     expect((await receive(request(text))).headers.get("webhook-duplicate")).toBe("true");
     expect(errors).toEqual([]);
+  });
+
+  it.each([
+    // 25 ms, doubled each time up to 250 ms, while the pause still fits in dedupe.timeout.
+    [1000, [0, 25, 75, 175, 375, 625, 875]],
+    // A pause that would end exactly at the deadline is not taken.
+    [625, [0, 25, 75, 175, 375]],
+  ])("backs off between attempts to mark an id done: within %i ms, attempts at %j ms", async (timeout, times) => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    try {
+      const attempts: number[] = [];
+      const began = performance.now();
+      const store = {
+        ...recordingStore(),
+        complete: () => {
+          attempts.push(performance.now() - began);
+          return Promise.reject(new Error("READONLY"));
+        },
+      };
+      const errors: unknown[] = [];
+      const answer = handler({ dedupe: { store, ttl: "1h", timeout }, onError: (e) => void errors.push(e) })(request());
+      await vi.advanceTimersByTimeAsync(timeout + 500);
+      expect((await answer).status).toBe(204);
+      expect(attempts).toEqual(times);
+      expect(errors).toEqual([new Error("READONLY")]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("reports a store that keeps failing to mark an id done, and still answers 204", async () => {
@@ -607,6 +672,30 @@ describe("dedupe: what marks an id handled", () => {
     })(request());
     expect(answer.status).toBe(503);
     expect(errors).toEqual([new Error("gone")]);
+  });
+
+  it("waits dedupe.timeout for a release that never answers, then reports it and answers", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    try {
+      const errors: unknown[] = [];
+      const store = { ...recordingStore(), release: () => new Promise<void>(() => {}) };
+      let status: number | undefined;
+      const answer = handler({
+        dedupe: { store, ttl: "1h", timeout: 300 },
+        onEvent: () => ({ status: 503 }),
+        onError: (e) => void errors.push(e),
+      })(request()).then((response) => {
+        status = response.status;
+      });
+      await vi.advanceTimersByTimeAsync(299);
+      expect(status).toBeUndefined();
+      await vi.advanceTimersByTimeAsync(1);
+      await answer;
+      expect(status).toBe(503);
+      expect(errors).toEqual([new Error("the dedupe store did not answer within 300 ms")]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 
