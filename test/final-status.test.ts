@@ -117,6 +117,22 @@ describe("Koa: the answer Koa writes after the middleware chain is the final one
     expect(runs).toBe(2);
   });
 
+  it("onEvent's 204, turned into a 503 by an outer middleware after it: the 503 is sent, so the retry runs", async () => {
+    let runs = 0;
+    const app = new Koa();
+    app.use(async (ctx, next) => {
+      await next();
+      if (runs === 1) ctx.status = 503; // an outer layer's verdict, after the webhook's answer
+    });
+    app.use(koaMiddleware({ secret: SECRET, dedupe: dedupe(), onEvent: () => void runs++ }));
+    server = await listen(createServer(app.callback()));
+    const d = delivery();
+    expect((await post(d)).status).toBe(503);
+    // Settled with onEvent's 204 instead of the status on the wire, the id would be done: a duplicate.
+    expect(await post(d)).toEqual({ status: 204, duplicate: null });
+    expect(runs).toBe(2);
+  });
+
   it("ctx.respond = false, answered later on ctx.res: the claim stands until that answer, so a copy meanwhile gets 409", async () => {
     let runs = 0;
     let running = 0;
@@ -185,5 +201,28 @@ describe("Fastify: reply.hijack(), answered later on reply.raw", () => {
     expect((await first).status).toBe(503);
     expect(await post(d)).toEqual({ status: 204, duplicate: null });
     expect([runs, most]).toEqual([2, 1]);
+  });
+});
+
+describe("telemetry of a delivery whose answer is cut", () => {
+  it("res.destroy() by the route ends with no status (none was sent), not the 500 of a handler that threw", async () => {
+    const log: string[] = [];
+    const telemetry = {
+      delivery: () => ({
+        verified: () => {},
+        store: () => {},
+        run: <T>(fn: () => T) => fn(),
+        handler: () => void log.push("handler"),
+        end: (outcome: string, status: number | undefined) => void log.push(`end ${outcome} ${status}`),
+      }),
+    };
+    const app = express();
+    app.post("/webhooks", expressMiddleware({ secret: SECRET, dedupe: dedupe(), telemetry }), (_req, res) =>
+      res.destroy(),
+    );
+    server = await listen(createServer(app));
+    await expect(post(delivery())).rejects.toThrow(); // the sender sees the connection cut
+    await expect.poll(() => log.length, { timeout: 2000 }).toBe(2);
+    expect(log).toEqual(["handler", "end handler_error undefined"]);
   });
 });
