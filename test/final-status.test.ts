@@ -1,4 +1,4 @@
-import { createServer, type Server } from "node:http";
+import { createServer, request, type Server } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import express from "express";
 import Fastify from "fastify";
@@ -132,6 +132,69 @@ describe("Koa: the answer Koa writes after the middleware chain is the final one
     expect(await post(d)).toEqual({ status: 204, duplicate: null });
     expect(runs).toBe(2);
   });
+
+  it.each([
+    ["without telemetry", {}],
+    [
+      "with telemetry",
+      {
+        telemetry: {
+          delivery: () => ({ verified() {}, store() {}, run: <T>(fn: () => T) => fn(), handler() {}, end() {} }),
+        },
+      },
+    ],
+  ])(
+    "a route that fails after the sender hung up, then an outer end() on ctx.res (%s): the id stays released, the retry runs",
+    async (_, extra) => {
+      // Koa settles twice here: once when the route throws with the client gone (Koa writes
+      // nothing then), once more when the outer layer ends the response anyway. Only the first may
+      // count: a second settle with end()'s 200 would mark a failed event done, and lose it.
+      let runs = 0;
+      let reached!: () => void;
+      const routeReached = new Promise<void>((resolve) => {
+        reached = resolve;
+      });
+      let ended!: () => void;
+      const outerEnded = new Promise<void>((resolve) => {
+        ended = resolve;
+      });
+      const app = new Koa();
+      app.silent = true;
+      app.use(async (ctx, next) => {
+        try {
+          await next();
+        } catch {
+          // A layer that answers 200 whatever happened, on the raw response, to a client already gone.
+          ctx.res.statusCode = 200;
+          ctx.res.end();
+          ended();
+        }
+      });
+      app.use(koaMiddleware({ secret: SECRET, dedupe: dedupe(), ...extra }));
+      app.use(async (ctx) => {
+        runs++;
+        if (runs > 1) {
+          ctx.status = 204;
+          return;
+        }
+        const gone = new Promise((resolve) => ctx.res.once("close", resolve));
+        reached();
+        await gone;
+        throw new Error("the handler failed after its sender hung up");
+      });
+      server = await listen(createServer(app.callback()));
+      const { port } = server.address() as { port: number };
+      const d = delivery();
+      const client = request({ port, host: "127.0.0.1", path: "/webhooks", method: "POST", headers: d.headers });
+      client.on("error", () => {}); // the hang-up below
+      client.end(d.body);
+      await routeReached;
+      client.destroy();
+      await outerEnded; // the route threw, and the outer layer ended the response
+      expect(await post(d)).toEqual({ status: 204, duplicate: null });
+      expect(runs).toBe(2);
+    },
+  );
 
   it("ctx.respond = false, answered later on ctx.res: the claim stands until that answer, so a copy meanwhile gets 409", async () => {
     let runs = 0;
