@@ -1,11 +1,12 @@
-import type { ClaimResult, DedupeStore } from "./delivery/dedupe.js";
-import { CLOCK_SKEW, checkAge, parseDuration, TIMER_MAX } from "./delivery/max-age.js";
-import { toErrorBody, WebhookError, type WebhookErrorCode } from "./errors.js";
+import { CLOCK_SKEW, checkAge } from "./delivery/replay-window.js";
+import { payloadTooLarge, toErrorBody, WebhookError, type WebhookErrorCode } from "./errors.js";
 import type { WebhookEvent } from "./events.js";
-import { parseLimit } from "./limit.js";
 import type { Payload } from "./payload.js";
 import { assertSecret, type Secret } from "./signature.js";
+import type { ClaimResult, DedupeStore } from "./stores/contract.js";
 import type { DeliveryTelemetry, Telemetry } from "./telemetry.js";
+import { parseDuration, TIMER_MAX } from "./util/duration.js";
+import { parseLimit } from "./util/limit.js";
 import { isMissing, missingSignature, type Verified, verifiedEvent } from "./verify-event.js";
 
 const utf8 = new TextEncoder();
@@ -792,21 +793,6 @@ export function errorResponse(error: unknown): Answer {
     body: JSON.stringify(toErrorBody(known)),
     close: CLOSE.has(known.code),
   };
-}
-
-export function payloadTooLarge(limit: number): WebhookError {
-  return new WebhookError("payload_too_large", `body is larger than the limit of ${limit} bytes`);
-}
-
-/**
- * The explanation users need when a body parser ran first: what was parsed, and the fix in the
- * adapter's own terms (each adapter names its own).
- */
-export function bodyAlreadyParsed(where: string, fix: string): WebhookError {
-  return new WebhookError(
-    "body_already_parsed",
-    `${where} was already parsed and no raw bytes are left, so the signature cannot be checked: ${fix}`,
-  );
 }
 
 /**

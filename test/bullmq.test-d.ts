@@ -1,10 +1,10 @@
 import { type Job, Queue, type Worker } from "bullmq";
+import { type EventJob, enqueueTo, processEvents } from "flag-webhooks/bullmq";
 import { describe, expectTypeOf, it } from "vitest";
 import { webhookMiddleware as expressMiddleware } from "../src/adapters/express.js";
 import { webhookHandler } from "../src/adapters/fetch.js";
 import { webhookMiddleware as koaMiddleware } from "../src/adapters/koa.js";
 import { createRouter, type WebhookEvent, type WebhookReply } from "../src/index.js";
-import { type EventJob, enqueueTo, processEvents } from "../src/queue/bullmq.js";
 
 const connection = { host: "127.0.0.1", port: 6379 };
 

@@ -5,12 +5,12 @@ import type { AddressInfo } from "node:net";
 import { resolve } from "node:path";
 import { Queue } from "bullmq";
 import express from "express";
+import { type EventJob, enqueueTo, eventJobId, processEvents } from "flag-webhooks/bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serve } from "../examples/fetch-node.js";
 import { webhookMiddleware } from "../src/adapters/express.js";
 import { webhookHandler } from "../src/adapters/fetch.js";
 import { createRouter, parseEvent, WebhookError } from "../src/index.js";
-import { type EventJob, enqueueTo, eventJobId, processEvents } from "../src/queue/bullmq.js";
 import { close, listen } from "./http.js";
 import { type RedisServer, redisAvailability, startRedis, stopRedis } from "./support/redis-server.js";
 

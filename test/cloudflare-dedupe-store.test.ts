@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from "node:crypto";
+import { type DedupeNamespace, DurableObjectDedupeStore } from "flag-webhooks/cloudflare";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DedupeNamespace, DurableObjectDedupeStore } from "../src/cloudflare/index.js";
 import { bundleWorker, reportWorkerdCoverage, strykerMutantBanner } from "./support/cloudflare-bundle.js";
 import { describeStoreContract } from "./support/store-contract.js";
 

@@ -7,8 +7,6 @@ import type {
   MessageBatch,
   Queue,
 } from "@cloudflare/workers-types";
-import { describe, expectTypeOf, it } from "vitest";
-import { webhookHandler } from "../src/adapters/fetch.js";
 import {
   consumeEvents,
   type DedupeNamespace,
@@ -19,7 +17,9 @@ import {
   type EventMessage,
   type EventQueue,
   enqueueTo,
-} from "../src/cloudflare/index.js";
+} from "flag-webhooks/cloudflare";
+import { describe, expectTypeOf, it } from "vitest";
+import { webhookHandler } from "../src/adapters/fetch.js";
 import { createRouter, type DedupeStore, type WebhookEvent, type WebhookReply } from "../src/index.js";
 
 // flag-webhooks/cloudflare types its bindings structurally; the runtime's own types, from

@@ -1,8 +1,8 @@
 import { createHmac, randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import { consumeEvents, DurableObjectDedupeStore, type EventMessage, enqueueTo } from "flag-webhooks/cloudflare";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { consumeEvents, DurableObjectDedupeStore, type EventMessage, enqueueTo } from "../src/cloudflare/index.js";
 import { type ClaimResult, type DedupeStore, parseEvent, WebhookError } from "../src/index.js";
 import { bundleWorker, reportWorkerdCoverage, strykerMutantBanner } from "./support/cloudflare-bundle.js";
 import { describeStoreContract } from "./support/store-contract.js";
@@ -11,7 +11,7 @@ import { describeStoreContract } from "./support/store-contract.js";
 // worker.ts, bundled with esbuild) with real Durable Object, Queue and KV bindings. The store
 // contract runs against stores living inside the Worker, driven over a route. Under Stryker
 // (stryker.workerd.config.mjs) the mutant switched on here is switched on in workerd too, and what
-// workerd covered is handed back: that is how src/cloudflare/queue.ts, which runs only there, is measured.
+// workerd covered is handed back: that is how src/queues/cloudflare.ts, which runs only there, is measured.
 
 const SECRET = "whsec-cloudflare-test";
 const sign = (body: string) => createHmac("sha256", SECRET).update(body).digest("hex");

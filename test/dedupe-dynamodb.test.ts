@@ -4,6 +4,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DynamoDBDedupeStore, dedupeTable } from "flag-webhooks/dynamodb";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
   type LambdaContext,
@@ -11,7 +12,6 @@ import {
   type LambdaProxyResult,
   webhookHandler,
 } from "../src/adapters/lambda.js";
-import { DynamoDBDedupeStore, dedupeTable } from "../src/dynamodb/index.js";
 import type { WebhookEvent } from "../src/index.js";
 import { buildCases, type DeliveryCase, LIMIT, SECRET, SECRETS } from "./cases.js";
 import { type Dynalite, startDynalite, stopDynalite } from "./support/dynalite.js";

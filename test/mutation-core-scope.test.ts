@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
+import { DynamoDBDedupeStore } from "flag-webhooks/dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DynamoDBDedupeStore } from "../src/dynamodb/index.js";
 import { type Dynalite, startDynalite, stopDynalite } from "./support/dynalite.js";
 
-// The key a shared store writes for an event id under its scope (src/delivery/scope.ts), seen in
+// The key a shared store writes for an event id under its scope (src/stores/keys.ts), seen in
 // DynamoDB (dynalite) where a key holds at most 1024 bytes: `scope#id` while it fits, counted in
 // UTF-8 bytes, not characters; past that `scope##` and the id's SHA-256, so any id can be deduped.
 

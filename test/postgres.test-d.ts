@@ -1,4 +1,5 @@
 import type { APIGatewayProxyEventV2 } from "aws-lambda";
+import { type InboxClient, type InboxTransaction, PostgresInbox } from "flag-webhooks/postgres";
 import { Kysely, PostgresDialect, type Transaction } from "kysely";
 import type pg from "pg";
 import type postgres from "postgres";
@@ -8,7 +9,6 @@ import { webhookHandler } from "../src/adapters/fetch.js";
 import { webhookMiddleware as koaMiddleware } from "../src/adapters/koa.js";
 import { webhookHandler as lambdaHandler } from "../src/adapters/lambda.js";
 import { createRouter, type DedupeStore, type FlagUpdatedEvent, type WebhookEvent } from "../src/index.js";
-import { type InboxClient, type InboxTransaction, PostgresInbox } from "../src/postgres/inbox.js";
 
 declare const pool: pg.Pool;
 declare const client: pg.Client;

@@ -24,10 +24,10 @@ const entries = [
   "src/adapters/fastify.ts",
   "src/adapters/hono.ts",
   "src/adapters/lambda.ts",
-  "src/queue/bullmq.ts",
-  "src/dynamodb/index.ts",
-  "src/cloudflare/index.ts",
-  "src/postgres/inbox.ts",
+  "src/queues/bullmq.ts",
+  "src/stores/dynamodb.ts",
+  "src/cloudflare.ts",
+  "src/stores/postgres/inbox.ts",
   "src/otel/index.ts",
 ];
 

@@ -13,7 +13,7 @@ const fromSource: Plugin = {
     const entries: Record<string, string> = {
       "flag-webhooks": "src/index.ts",
       "flag-webhooks/fetch": "src/adapters/fetch.ts",
-      "flag-webhooks/cloudflare": "src/cloudflare/index.ts",
+      "flag-webhooks/cloudflare": "src/cloudflare.ts",
     };
     b.onResolve({ filter: /^flag-webhooks(\/|$)/ }, (args) => {
       const file = entries[args.path];

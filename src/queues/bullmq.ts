@@ -3,12 +3,12 @@
 // import it; here only `Worker` and `UnrecoverableError` are needed at run time.
 import type { ConnectionOptions, Job, JobsOptions, Queue, WorkerOptions } from "bullmq";
 import { UnrecoverableError, Worker } from "bullmq";
-import { checkScope } from "../delivery/dedupe.js";
-import { parseDuration, TIMER_MAX } from "../delivery/max-age.js";
 import { WebhookError } from "../errors.js";
 import { validateParsedEvent, type WebhookEvent } from "../events.js";
 import type { WebhookReply } from "../receiver.js";
+import { checkScope } from "../stores/keys.js";
 import type { QueueTelemetry } from "../telemetry.js";
+import { parseDuration, TIMER_MAX } from "../util/duration.js";
 import { isQueueTelemetry, processTraced, withTraceContext } from "./trace.js";
 
 /** The queue {@link enqueueTo} adds jobs to: a BullMQ `Queue` (any data type). */

@@ -1,10 +1,11 @@
 // Cloudflare Queues hand-off (issue 19): the receiving Worker answers 202 once the queue has the
 // event, and a consumer Worker runs each event, validated again, with per-message ack and retry.
-import { parseDuration, TIMER_MAX } from "../delivery/max-age.js";
+
 import { WebhookError } from "../errors.js";
 import { parseEvent, type WebhookEvent } from "../events.js";
 import type { Payload } from "../payload.js";
 import type { WebhookReply } from "../receiver.js";
+import { parseDuration, TIMER_MAX } from "../util/duration.js";
 
 /** The part of a Queue producer binding (`env.FLAG_EVENTS`) {@link enqueueTo} uses. */
 export interface EventQueue {

@@ -1,6 +1,6 @@
-import type { ClaimResult, DedupeStore } from "../delivery/dedupe.js";
-import { checkScope, scopedKey } from "../delivery/scope.js";
-import type { DedupeCommand } from "./dedupe-object.js";
+import type { ClaimResult, DedupeStore } from "../contract.js";
+import { checkScope, scopedKey } from "../keys.js";
+import type { DedupeCommand } from "./object.js";
 
 /**
  * The part of a Durable Object namespace binding (`env.DEDUPE`) the store uses; the runtime's

@@ -2,12 +2,13 @@
 // transaction as the handler's writes, so they commit together or not at all. No runtime import
 // of any Postgres client: `pg` (Pool or Client), postgres.js, or any client behind InboxClient is
 // recognised by its shape, and their types are inferred from the client the user passes.
-import type { ClaimResult, DedupeStore } from "../delivery/dedupe.js";
-import { parseDuration, TIMER_MAX } from "../delivery/max-age.js";
-import { WebhookError } from "../errors.js";
-import type { WebhookEvent } from "../events.js";
-import type { WebhookReply } from "../receiver.js";
-import { answeredAsFailure } from "../result-status.js";
+
+import { WebhookError } from "../../errors.js";
+import type { WebhookEvent } from "../../events.js";
+import type { WebhookReply } from "../../receiver.js";
+import { answeredAsFailure } from "../../result-status.js";
+import { parseDuration, TIMER_MAX } from "../../util/duration.js";
+import type { ClaimResult, DedupeStore } from "../contract.js";
 
 /** Rows as a client returns them. */
 export type InboxRow = Record<string, unknown>;

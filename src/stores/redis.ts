@@ -1,6 +1,7 @@
 import { WebhookError } from "../errors.js";
-import { type ClaimResult, checkScope, type DedupeStore } from "./dedupe.js";
-import { parseDuration, TIMER_MAX } from "./max-age.js";
+import { parseDuration, TIMER_MAX } from "../util/duration.js";
+import type { ClaimResult, DedupeStore } from "./contract.js";
+import { checkScope } from "./keys.js";
 
 /**
  * The part of a Redis client the store uses: ioredis (v5, v6) has `call`, node-redis (v4 and

@@ -8,9 +8,9 @@ import {
   GetItemCommand,
   PutItemCommand,
 } from "@aws-sdk/client-dynamodb";
-import type { ClaimResult, DedupeStore } from "../delivery/dedupe.js";
-import { parseDuration, TIMER_MAX } from "../delivery/max-age.js";
-import { checkScope, scopedKey } from "../delivery/scope.js";
+import { parseDuration, TIMER_MAX } from "../util/duration.js";
+import type { ClaimResult, DedupeStore } from "./contract.js";
+import { checkScope, scopedKey } from "./keys.js";
 
 /**
  * The dedupe table, in the words CloudFormation (`AWS::DynamoDB::Table` properties, so SAM too)

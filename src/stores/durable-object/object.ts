@@ -1,4 +1,4 @@
-import type { ClaimResult } from "../delivery/dedupe.js";
+import type { ClaimResult } from "../contract.js";
 
 // Structural types of the Workers runtime objects the object uses, so the package needs no
 // @cloudflare/workers-types at run time: the runtime's DurableObjectState is assignable to them

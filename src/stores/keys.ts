@@ -1,8 +1,15 @@
 // The `scope` of a shared dedupe store (one convention across Redis, Postgres, DynamoDB
 // and Durable Objects): it keeps endpoints that share one backend apart.
 
-/** Checks a shared store's `scope` when the store is made; throws a TypeError naming the option. */
-export { checkScope } from "./dedupe.js";
+/**
+ * Checks a store's `scope` option (the name that keeps endpoints sharing a backend apart: 1 to
+ * 100 characters of `A-Z a-z 0-9 . _ -`) when the store is created, with a TypeError naming the
+ * option. Every shared store takes it; internal, not exported by the package.
+ */
+export function checkScope(scope: unknown, owner: string): string {
+  if (typeof scope === "string" && /^[\w.-]{1,100}$/.test(scope)) return scope;
+  throw new TypeError(`flag-webhooks: option "scope" of ${owner} must be 1-100 characters of A-Z a-z 0-9 . _ -`);
+}
 
 const encoder = new TextEncoder();
 
