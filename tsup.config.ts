@@ -16,7 +16,7 @@ export default defineConfig([
       bullmq: "src/queues/bullmq.ts",
       dynamodb: "src/stores/dynamodb.ts",
       cloudflare: "src/cloudflare.ts",
-      postgres: "src/stores/postgres/inbox.ts",
+      postgres: "src/stores/postgres/index.ts",
       otel: "src/otel/index.ts",
       testing: "src/testing/index.ts",
       emulator: "src/emulator/index.ts",

@@ -15,7 +15,7 @@ export default defineConfig({
       { find: /^flag-webhooks\/bullmq$/, replacement: src("queues/bullmq.ts") },
       { find: /^flag-webhooks\/dynamodb$/, replacement: src("stores/dynamodb.ts") },
       { find: /^flag-webhooks\/cloudflare$/, replacement: src("cloudflare.ts") },
-      { find: /^flag-webhooks\/postgres$/, replacement: src("stores/postgres/inbox.ts") },
+      { find: /^flag-webhooks\/postgres$/, replacement: src("stores/postgres/index.ts") },
       { find: /^flag-webhooks\/otel$/, replacement: src("otel/index.ts") },
     ],
   },

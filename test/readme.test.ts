@@ -27,7 +27,7 @@ const entries = [
   "src/queues/bullmq.ts",
   "src/stores/dynamodb.ts",
   "src/cloudflare.ts",
-  "src/stores/postgres/inbox.ts",
+  "src/stores/postgres/index.ts",
   "src/otel/index.ts",
 ];
 

@@ -5,7 +5,7 @@ import type { ConnectionOptions, Job, JobsOptions, Queue, WorkerOptions } from "
 import { UnrecoverableError, Worker } from "bullmq";
 import { WebhookError } from "../errors.js";
 import { validateParsedEvent, type WebhookEvent } from "../events.js";
-import type { WebhookReply } from "../receiver.js";
+import type { WebhookReply } from "../receiver/options.js";
 import { checkScope } from "../stores/keys.js";
 import type { QueueTelemetry } from "../telemetry.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";

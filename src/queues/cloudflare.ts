@@ -4,7 +4,7 @@
 import { WebhookError } from "../errors.js";
 import { parseEvent, type WebhookEvent } from "../events.js";
 import type { Payload } from "../payload.js";
-import type { WebhookReply } from "../receiver.js";
+import type { WebhookReply } from "../receiver/options.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
 
 /** The part of a Queue producer binding (`env.FLAG_EVENTS`) {@link enqueueTo} uses. */
