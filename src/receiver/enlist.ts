@@ -24,8 +24,9 @@ export interface Participation {
 // One registry per process, shared by every copy of this module (the ES module and CommonJS
 // builds, or two installed versions), so a store from one copy finds a receiver from another.
 const KEY = Symbol.for("flag-webhooks.deliveries");
-const registry: WeakMap<WebhookEvent, Participation> = ((globalThis as Record<symbol, unknown>)[KEY] ??=
-  new WeakMap()) as WeakMap<WebhookEvent, Participation>;
+const shared = globalThis as { [KEY]?: WeakMap<WebhookEvent, Participation> };
+shared[KEY] ??= new WeakMap();
+const registry = shared[KEY];
 
 /** The receiver's side: `event` is being delivered, and `participation` takes what stores enlist. */
 export function deliver(event: WebhookEvent, participation: Participation): void {

@@ -59,7 +59,7 @@ export function settlement(event: WebhookEvent, parts: SettlementParts): Settlem
     finished(error?: unknown) {
       if (done) return;
       done = true;
-      if (arguments.length > 0 && error !== undefined) {
+      if (error !== undefined) {
         threw = true;
         thrown = error;
       }
