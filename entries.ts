@@ -236,6 +236,11 @@ export function budgetFor(measured: number): number {
   return Math.ceil((measured * 1.05) / 64) * 64;
 }
 
+/** An entry's size budgets: none for an unbudgeted one. */
+export function budgetsOf(entry: Entry): readonly Budget[] {
+  return "unbudgeted" in entry.size ? [] : entry.size;
+}
+
 /** The entry's files in dist/, without extension: `index` for the package itself, else its name. */
 export function distName(entry: Entry): string {
   return entry.name === "." ? "index" : entry.name;
