@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
-import { budgetsOf, buildEntries, command, distName, entries, specifier } from "../../entries.js";
+import { budgetFor, budgetsOf, buildEntries, command, distName, entries, specifier } from "../../entries.js";
 import { packageFields, testPaths } from "../../scripts/entries.js";
 import tsupConfig from "../../tsup.config.js";
 import vitestConfig from "../../vitest.config.js";
@@ -50,6 +50,11 @@ describe("the list of entries (entries.ts)", () => {
       for (const budget of budgetsOf(entry)) {
         expect(budget.protects.length, `entry ${entry.name}: say what its budget protects`).toBeGreaterThan(10);
         expect(Number.isInteger(budget.measured) && budget.measured > 0).toBe(true);
+        // The rule: 5% of room above what was measured, rounded up to the next multiple of 64 B.
+        const budgeted = budgetFor(budget.measured);
+        expect(budgeted % 64).toBe(0);
+        expect(budgeted * 100).toBeGreaterThanOrEqual(budget.measured * 105);
+        expect(budgeted * 100).toBeLessThan(budget.measured * 105 + 64 * 100);
         // A budget on some names only counts those names: each must be one the entry exports.
         const exported = Object.keys(await import(specifier(entry)));
         expect((budget.names ?? []).filter((name) => !exported.includes(name))).toEqual([]);
