@@ -2,7 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import express from "express";
-import Fastify from "fastify";
+import Fastify, { type FastifyReply } from "fastify";
 import { createRouter, type WebhookEvent } from "flag-webhooks";
 import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
 import { webhookPlugin } from "flag-webhooks/fastify";
@@ -144,7 +144,7 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
       path: "/webhooks",
       secret: SECRET,
       onError: () => {},
-      onEvent: inbox.handle(async (event, tx, _request, reply) => {
+      onEvent: inbox.handle(async (event, tx, _request, reply: FastifyReply) => {
         await tx.query("insert into effects (event_id) values ($1)", [event.id]);
         reply.code(200).send({ ok: true });
         throw new Error("failed after answering");
@@ -314,8 +314,8 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
     await sleep(100);
     expect(await openTransactions()).toBe(0);
     // The sender retries what failed, one at a time: each event ends with exactly one effect row.
-    for (const [index, answer] of first.entries()) {
-      if (answer.status !== 204) expect((await post(url, await events[index]?.send())).status).toBe(204);
+    for (const [index, { send }] of events.entries()) {
+      if (first[index]?.status !== 204) expect((await post(url, await send())).status).toBe(204);
     }
     for (const { event } of events) expect(await effects(event.id)).toBe(1);
     expect(await openTransactions()).toBe(0);
