@@ -18,6 +18,8 @@ export interface OpenTransaction {
   rollback(): Promise<void>;
   /** Gives up on the transaction at once (past the inbox's timeout): Postgres rolls it back. */
   abort(): void;
+  /** Whether the connection was lost under the transaction: then what failed is the store, not the handler. */
+  lost(): boolean;
 }
 
 /** A client, as the inbox uses it. */
@@ -86,7 +88,11 @@ function rowsOf(result: PgResult | PgResult[]): InboxRow[] {
  * statement without parameters as a simple query, which may hold several): if the check fails,
  * COMMIT is never run. `done(broken)` gives the connection back, or drops it when it is broken.
  */
-function pgTransaction(client: PgClientShape, done: (broken: boolean) => void): OpenTransaction {
+function pgTransaction(
+  client: PgClientShape,
+  done: (broken: boolean) => void,
+  lost: () => boolean = () => false,
+): OpenTransaction {
   const rollback = async () => {
     try {
       await client.query("rollback");
@@ -113,6 +119,7 @@ function pgTransaction(client: PgClientShape, done: (broken: boolean) => void): 
     },
     rollback,
     abort: () => done(true),
+    lost,
   };
 }
 
@@ -155,7 +162,7 @@ function pgPool(pool: PgPoolShape): Driver {
         done(true);
         throw error;
       }
-      return pgTransaction(client, done);
+      return pgTransaction(client, done, () => broken);
     },
   };
 }
@@ -249,6 +256,7 @@ function heldOpen(
               await ended.catch(() => {});
             },
             abort: () => decide(undefined),
+            lost: () => false,
           });
           const check = await decision;
           if (check === undefined) throw ROLLBACK;

@@ -157,7 +157,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
         if (!enlisted) await unit.rollback();
         // A statement Postgres cancelled (statement_timeout) or a connection lost under the
         // handler: the store failed, not the handler.
-        throw storeFailure(error) ? unavailable(error) : error;
+        throw storeFailure(error) || open.transaction.lost() ? unavailable(error) : error;
       }
       if (!enlisted) await unit.commit().catch((error: unknown) => Promise.reject(unavailable(error)));
       return value;

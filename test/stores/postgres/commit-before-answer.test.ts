@@ -6,10 +6,11 @@ import Fastify, { type FastifyReply } from "fastify";
 import { createRouter, type WebhookEvent } from "flag-webhooks";
 import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
 import { webhookPlugin } from "flag-webhooks/fastify";
+import { webhookHandler } from "flag-webhooks/fetch";
 import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
 import { webhookHandler as lambdaHandler } from "flag-webhooks/lambda";
 import { PostgresInbox } from "flag-webhooks/postgres";
-import { createEvent, signedDelivery } from "flag-webhooks/testing";
+import { createEvent, signedDelivery, signedRequest } from "flag-webhooks/testing";
 import Koa from "koa";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -227,6 +228,59 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
     const inExpress = copies();
     expect((await post(url, await inExpress.send())).status).toBe(500);
     expect(await effects(inExpress.event.id)).toBe(0);
+  });
+
+  it("committed exactly when answered 2xx, for every kind of result each adapter reads (fetch Response, Lambda result, reply)", async () => {
+    const inbox = new PostgresInbox(pool(), { scope: "results" });
+    const results: unknown[] = [
+      null,
+      undefined,
+      "text",
+      { body: "no status" },
+      { status: 200 },
+      { status: 299 },
+      { status: 199 },
+      { status: 300 },
+      { status: 503 },
+      { status: "200" },
+      { status: 250.5 },
+      { statusCode: 201 },
+      { statusCode: 503 },
+      { statusCode: "204" },
+      { statusCode: "503", body: "busy" },
+      { statusCode: 200, body: { ok: true } },
+      { statusCode: 200, body: "ok", status: "ok" },
+      new Response(null, { status: 503 }),
+      new Response(null, { status: 202 }),
+      Object.assign(Object.create({}), { status: 503 }),
+      Object.assign(Object.create(null), { status: 503 }),
+    ];
+    let next = 0;
+    const write = inbox.handle(async (event, tx) => {
+      await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+      // Each call returns a fresh copy: a Response's body can be read once.
+      const result = results[next];
+      return result instanceof Response ? new Response(null, { status: result.status }) : result;
+    });
+    const fetchReceiver = webhookHandler({ secret: SECRET, onError: () => {}, onEvent: write });
+    const lambda = lambdaHandler({ secret: SECRET, onError: () => {}, onEvent: write });
+    for (next = 0; next < results.length; next++) {
+      const label = String(JSON.stringify(results[next]) ?? results[next]);
+      const viaFetch = copies();
+      const answered = await fetchReceiver(await signedRequest({ secret: SECRET, event: viaFetch.event }));
+      expect(await effects(viaFetch.event.id), `fetch ${label} → ${answered.status}`).toBe(
+        answered.status >= 200 && answered.status <= 299 ? 1 : 0,
+      );
+      const viaLambda = copies();
+      const signed = await viaLambda.send();
+      const result = await lambda(
+        { httpMethod: "POST", headers: signed.headers, body: signed.body },
+        { awsRequestId: "r", getRemainingTimeInMillis: () => 1000 },
+      );
+      expect(await effects(viaLambda.event.id), `lambda ${label} → ${result.statusCode}`).toBe(
+        result.statusCode >= 200 && result.statusCode <= 299 ? 1 : 0,
+      );
+    }
   });
 
   it("a 2xx reply that cannot be sent (a header name, a body JSON cannot hold) is a 500 decided before anything commits", async () => {
