@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Queue, type Worker } from "bullmq";
-import type { WebhookEvent } from "flag-webhooks";
+import type { Telemetry, WebhookEvent } from "flag-webhooks";
 import { type EnqueueOptions, enqueueTo, type ProcessEventsOptions, processEvents } from "flag-webhooks/bullmq";
 import { webhookHandler } from "flag-webhooks/fetch";
 import { signedRequest } from "flag-webhooks/testing";
@@ -14,8 +14,11 @@ export interface BullmqHandOff {
   worker: Worker<WebhookEvent>;
   /** Every event onEvent was given, in order. */
   handled: WebhookEvent[];
-  /** A delivery of `event`, signed with `secret`, to a receiver whose onEvent is `enqueueTo(queue, enqueue)`. */
-  deliver(event: object, enqueue?: EnqueueOptions): Promise<Response>;
+  /**
+   * A delivery of `event`, signed with `secret`, to a fetch receiver whose onEvent is
+   * `enqueueTo(queue, enqueue)`, with the receiver's own `telemetry` if given.
+   */
+  deliver(event: object, enqueue?: EnqueueOptions, telemetry?: Telemetry): Promise<Response>;
   /** The failed job's attempts and reason, once it has failed. */
   failed(jobId: string): Promise<{ attempts: number; reason: string } | undefined>;
   close(): Promise<void>;
@@ -37,9 +40,9 @@ export function startBullmqHandOff(
     queue,
     worker,
     handled,
-    async deliver(event, enqueue) {
+    async deliver(event, enqueue, telemetry) {
       const request = await signedRequest({ secret, event });
-      return webhookHandler({ secret, onEvent: enqueueTo(queue, enqueue) })(request);
+      return webhookHandler({ secret, telemetry, onEvent: enqueueTo(queue, enqueue) })(request);
     },
     async failed(jobId) {
       const job = await queue.getJob(jobId);
