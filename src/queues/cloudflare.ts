@@ -2,7 +2,7 @@
 // event, and a consumer Worker runs each event, validated again, with per-message ack and retry.
 
 import { WebhookError } from "../errors.js";
-import type { WebhookEvent } from "../events.js";
+import { parseJsonBody, type WebhookEvent } from "../events.js";
 import type { WebhookReply } from "../receiver.js";
 import type { Secret } from "../signature.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
@@ -152,7 +152,7 @@ export function consumeEvents<Env = unknown>(
     for (const message of batch.messages) {
       let event: WebhookEvent;
       try {
-        event = await readMessage(message.body, keys);
+        event = await readMessage(dataOf(message.body), keys);
       } catch (error) {
         message.ack();
         tell(onError, error, message);
@@ -167,6 +167,13 @@ export function consumeEvents<Env = unknown>(
       }
     }
   };
+}
+
+/** A message body as JSON data: JSON text or bytes (the `text` and `bytes` content types) parsed. */
+function dataOf(body: unknown): unknown {
+  return typeof body === "string" || body instanceof ArrayBuffer || ArrayBuffer.isView(body)
+    ? parseJsonBody(body)
+    : body;
 }
 
 function tell(onError: (error: unknown, message: EventMessage) => void, error: unknown, message: EventMessage): void {

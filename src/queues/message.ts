@@ -1,9 +1,10 @@
 // One serialisation of an event for every queue hand-off (BullMQ, Cloudflare Queues): what a
 // producer sends, and how a consumer reads it back into the event the receiver verified, with the
 // same checks on every queue.
+import { backend } from "../crypto/index.js";
 import { WebhookError } from "../errors.js";
-import { parseJsonBody, validateParsedEvent, type WebhookEvent } from "../events.js";
-import { type Secret, sign, verifySignature } from "../signature.js";
+import { validateParsedEvent, type WebhookEvent } from "../events.js";
+import { matchingSecret, type Secret } from "../signature.js";
 
 /**
  * The field of a signed message that holds its signature, beside the event's own fields: a
@@ -22,29 +23,30 @@ export const SIGNATURE_FIELD = "flag-webhooks.signature";
 export async function writeMessage(event: WebhookEvent, key: string | undefined): Promise<WebhookEvent> {
   if (key === undefined) return event;
   const { [SIGNATURE_FIELD]: _reserved, ...plain } = event as unknown as Record<string, unknown>;
-  const signature = await sign({ secret: key, payload: JSON.stringify(plain) });
+  // The core's HMAC, as `sign` computes it; the key was checked when the option was read.
+  const signature = await backend.sign(key, JSON.stringify(plain));
   return { ...plain, [SIGNATURE_FIELD]: signature } as unknown as WebhookEvent;
 }
 
 /**
  * The event a message holds, validated with the receiver's rules (`parseEvent`), an unknown type
- * kept with its `originalType`. The body may be the JSON data {@link writeMessage} made, or JSON
- * text or bytes. With `keys`, the message must carry a signature made with one of them (checked
- * in constant time, before anything else of it is looked at): otherwise it is refused with
- * `WebhookError("invalid_signature")`. Anything that is no event is `WebhookError("invalid_payload")`
- * naming the field at fault. The event returned is parsed from exactly the text that was verified.
+ * kept with its `originalType`. `value` is the message as JSON data ({@link writeMessage} made it;
+ * a queue that carries text or bytes parses them first). With `keys`, the message must carry a
+ * signature made with one of them (compared in constant time, before the event is checked):
+ * otherwise it is refused with `WebhookError("invalid_signature")`. Anything that is no event is
+ * `WebhookError("invalid_payload")` naming the field at fault. The event returned is parsed from
+ * exactly the text that was verified.
  */
-export async function readMessage(body: unknown, keys: Secret | undefined): Promise<WebhookEvent> {
-  const value =
-    typeof body === "string" || body instanceof ArrayBuffer || ArrayBuffer.isView(body) ? parseJsonBody(body) : body;
+export async function readMessage(value: unknown, keys: Secret | undefined): Promise<WebhookEvent> {
   let rest = value;
   let signature: unknown;
   if (typeof value === "object" && value !== null && Object.hasOwn(value, SIGNATURE_FIELD)) {
     ({ [SIGNATURE_FIELD]: signature, ...rest } = value as Record<string, unknown>);
   }
   const text = jsonText(rest);
-  // A signature that is no string (or is malformed) never verifies: verifySignature says false.
-  if (keys !== undefined && !(await verifySignature({ secret: keys, payload: text, signature: signature as string }))) {
+  // The check of verifySignature (the keys were checked when the option was read): a signature
+  // that is no string, or not 64 lowercase hex characters, matches no key.
+  if (keys !== undefined && (await matchingSecret(keys, text, signature)) < 0) {
     throw new WebhookError(
       "invalid_signature",
       signature === undefined
