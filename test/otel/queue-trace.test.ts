@@ -1,7 +1,9 @@
 import {
   type Context,
   context,
+  createTraceState,
   propagation,
+  ROOT_CONTEXT,
   type TextMapGetter,
   type TextMapPropagator,
   type TextMapSetter,
@@ -61,12 +63,13 @@ describe.skipIf(!availability.available)("one trace from the delivery to the wor
    * Delivers one event through a receiver and enqueueTo with `telemetry`, runs it in a worker
    * with the same, and returns the receive span, the worker's process span and the job's metadata.
    */
-  async function handOff(telemetry: ReturnType<typeof openTelemetry>) {
+  async function handOff(telemetry: ReturnType<typeof openTelemetry>, within = context.active()) {
     spans.reset();
     const queue = startBullmqHandOff(redis.port, SECRET, { telemetry });
     try {
       const event = createEvent("flag.updated");
-      expect((await queue.deliver(event, { telemetry }, telemetry)).status).toBe(202);
+      const answer = await context.with(within, () => queue.deliver(event, { telemetry }, telemetry));
+      expect(answer.status).toBe(202);
       await expect.poll(() => queue.handled.some((e) => e.id === event.id), { timeout: 10_000 }).toBe(true);
       await expect
         .poll(() => spans.getFinishedSpans().some((s) => s.name === "flag-webhooks.process"), { timeout: 5_000 })
@@ -92,11 +95,23 @@ describe.skipIf(!availability.available)("one trace from the delivery to the wor
     expect(process?.parentSpanContext?.spanId).toBe(parent?.spanId);
   });
 
-  it("with the provider registered globally and no propagator: the same", async () => {
+  it("with the provider registered globally and no propagator: the same, and the caller's tracestate goes along", async () => {
     trace.setGlobalTracerProvider(provider);
-    const { receive, process, carried } = await handOff(openTelemetry());
+    // The delivery arrives in a remote parent's context, as HTTP server instrumentation makes one.
+    const caller = trace.setSpanContext(ROOT_CONTEXT, {
+      traceId: "0af7651916cd43dd8448eb211c80319c",
+      spanId: "b7ad6b7169203331",
+      traceFlags: TraceFlags.SAMPLED,
+      isRemote: true,
+      traceState: createTraceState("vendor=opaque"),
+    });
+    const { receive, process, carried } = await handOff(openTelemetry(), caller);
     const parent = receive?.spanContext();
-    expect(carried).toEqual({ traceparent: `00-${parent?.traceId}-${parent?.spanId}-01` });
+    expect(parent?.traceId).toBe("0af7651916cd43dd8448eb211c80319c");
+    expect(carried).toEqual({
+      traceparent: `00-${parent?.traceId}-${parent?.spanId}-01`,
+      tracestate: "vendor=opaque",
+    });
     expect(process?.spanContext().traceId).toBe(parent?.traceId);
     expect(process?.parentSpanContext?.spanId).toBe(parent?.spanId);
   });

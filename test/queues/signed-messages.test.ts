@@ -178,6 +178,14 @@ describe.skipIf(!availability.available)("BullMQ", () => {
     expect(guarded.handled.filter((e) => e.id === other.id || e.id === event.id)).toEqual([]);
   });
 
+  it("signs an event that holds the reserved field itself without it, and hands it on without it", async () => {
+    const event = createEvent("flag.updated");
+    expect((await guarded.deliver({ ...event, [FIELD]: "the service's own" }, { signWith: QUEUE_KEY })).status).toBe(
+      202,
+    );
+    await expect.poll(() => guarded.handled.find((e) => e.id === event.id), { timeout: 10_000 }).toEqual(event);
+  });
+
   it("a worker without verifyWith runs a signed job too, and hands on the event without the signature", async () => {
     const event = createEvent("flag.created");
     expect((await open.deliver(event, { signWith: QUEUE_KEY })).status).toBe(202);
