@@ -27,7 +27,9 @@ const VERIFY_BUDGET = 3456;
 const CORE_BUDGET = 4736;
 const ADAPTER_BUDGET = 2944;
 // The queue entry also carries the trace context through the job when asked (issue 18, 225 B).
-const QUEUE_BUDGET = 2688;
+// Signed messages bring the core's HMAC (both backends, node:crypto and Web Crypto) and the one
+// message reader: 2,563 -> 3,673 B measured; budget = measured + 5%, rounded up to 64 B.
+const QUEUE_BUDGET = 3904;
 // A store entry (issue 19) holds the store and its table or object, not glue: measured alone, its
 // SDK aside, as the bullmq entry is. DynamoDB's is about 1.8 KB, a third of it the duration parser
 // and the WebhookError class that parser's module brings. The cloudflare entry is measured by what
@@ -37,7 +39,9 @@ const STORE_BUDGET = 2048;
 // The Postgres inbox (server-side, opt-in): its SQL, four kinds of client, the transaction logic.
 const POSTGRES_BUDGET = 3584;
 // The otel entry: spans and metrics over @opentelemetry/api, which stays the user's.
-const OTEL_BUDGET = 1536;
+// It writes and reads the W3C traceparent itself when no propagator is registered (1,674 B
+// measured; + 5%, rounded up to 64 B).
+const OTEL_BUDGET = 1792;
 
 async function gzippedSize(entry: string, only?: string, external: string[] = []): Promise<number> {
   const file = resolve(dist, `${entry}.js`);
@@ -120,8 +124,9 @@ describe("bundle size", () => {
 
   it.each([
     ["DedupeObject, DurableObjectDedupeStore", STORE_BUDGET],
-    // The consumer carries the event parser, grown by issue 15's stricter checks (2.66 KB measured).
-    ["enqueueTo, consumeEvents", STORE_BUDGET + 768],
+    // The consumer carries the event parser, grown by issue 15's stricter checks (2.66 KB measured),
+    // and the HMAC and message reader of signed messages (3,748 B measured; + 5%, rounded up to 64 B).
+    ["enqueueTo, consumeEvents", 3968],
   ])(`keeps %s from the cloudflare entry within %i bytes`, async (names, budget) => {
     const size = await gzippedSize("cloudflare", names);
     console.log(`cloudflare { ${names} }: ${size} B gzipped with what it takes from the core (budget ${budget})`);
