@@ -22,106 +22,140 @@ type Args = unknown[];
  *   route after the middleware), rather than something the adapter reports itself.
  */
 export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler: boolean): void {
-  const { writeHead, write, end, destroy } = res;
-  /** The status of the head, once fixed (written, or held). */
-  let fixed: number | undefined;
-  /** A 2xx answer is being held. */
-  let holding = false;
-  let head: Args | undefined;
-  const writes: Args[] = [];
-  /** The answer was reported to the receiver. */
-  let over = false;
-
-  const holds = (status: unknown): boolean => isSuccess(status as number) && accepted.holdsAnswer();
-  const report = (status: number | undefined, error?: unknown): Promise<Answer | undefined> => {
-    if (endsHandler) accepted.finished(error);
-    return accepted.answered(status);
-  };
-
-  res.writeHead = function writeHead_(this: ServerResponse, ...args: Args) {
-    if (holding) throw headersSent();
-    if (!over && fixed === undefined && Number.isInteger(args[0]) && holds(args[0])) {
-      holding = true;
-      fixed = args[0] as number;
-      head = args;
-      looks(res, "headersSent");
-      return this;
-    }
-    const result = (writeHead as (...args: Args) => ServerResponse).apply(this, args);
-    fixed ??= res.statusCode;
-    return result;
+  const watch = new AnswerWatch(res, accepted, endsHandler);
+  res.writeHead = function writeHead(this: ServerResponse, ...args: Args) {
+    return watch.writeHead(this, args);
   } as ServerResponse["writeHead"];
+  res.write = function write(this: ServerResponse, ...args: Args) {
+    return watch.write(this, args);
+  } as ServerResponse["write"];
+  res.end = function end(this: ServerResponse, ...args: Args) {
+    return watch.end(this, args);
+  } as ServerResponse["end"];
+  res.destroy = function destroy(this: ServerResponse, error?: Error) {
+    return watch.destroy(this, error);
+  };
+  res.once("close", watch.closed);
+}
 
-  res.write = function write_(this: ServerResponse, ...args: Args) {
-    const begins = !holding && !over && fixed === undefined && !res.headersSent && holds(res.statusCode);
-    if (!holding && !begins) return (write as (...args: Args) => boolean).apply(this, args);
+class AnswerWatch {
+  readonly #res: ServerResponse;
+  readonly #accepted: Accepted;
+  readonly #endsHandler: boolean;
+  readonly #original: Pick<ServerResponse, "writeHead" | "write" | "end" | "destroy">;
+  /** The status of the head, once fixed (written, or held). */
+  #fixed: number | undefined;
+  /** A 2xx answer is being held. */
+  #holding = false;
+  #head: Args | undefined;
+  readonly #writes: Args[] = [];
+  /** The answer was reported to the receiver. */
+  #over = false;
+
+  constructor(res: ServerResponse, accepted: Accepted, endsHandler: boolean) {
+    this.#res = res;
+    this.#accepted = accepted;
+    this.#endsHandler = endsHandler;
+    const { writeHead, write, end, destroy } = res;
+    this.#original = { writeHead, write, end, destroy };
+  }
+
+  writeHead(res: ServerResponse, args: Args): ServerResponse {
+    if (this.#holding) throw headersSent();
+    if (!this.#over && this.#fixed === undefined && Number.isInteger(args[0]) && this.#holds(args[0])) {
+      this.#hold(args[0] as number);
+      this.#head = args;
+      return res;
+    }
+    const result = (this.#original.writeHead as (...args: Args) => ServerResponse).apply(res, args);
+    this.#fixed ??= res.statusCode;
+    return result;
+  }
+
+  write(res: ServerResponse, args: Args): boolean {
+    const begins = !this.#holding && this.#begins();
+    if (!this.#holding && !begins) return (this.#original.write as (...args: Args) => boolean).apply(res, args);
     // A chunk Node refuses throws before anything is held, as Node throws before it writes.
     checkChunk(args[0]);
-    if (begins) {
-      holding = true;
-      fixed = res.statusCode;
-      looks(res, "headersSent");
-    }
-    writes.push(args);
+    if (begins) this.#hold(res.statusCode);
+    this.#writes.push(args);
     return true;
-  } as ServerResponse["write"];
+  }
 
-  res.end = function end_(this: ServerResponse, ...args: Args) {
-    if (over) return (end as (...args: Args) => ServerResponse).apply(this, args);
-    if (!holding && fixed === undefined && !res.headersSent && holds(res.statusCode)) {
+  end(res: ServerResponse, args: Args): ServerResponse {
+    if (this.#over) return (this.#original.end as (...args: Args) => ServerResponse).apply(res, args);
+    if (!this.#holding && this.#begins()) {
       checkChunk(args[0]);
-      holding = true;
-      fixed = res.statusCode;
+      this.#hold(res.statusCode);
     }
-    if (!holding) {
+    if (!this.#holding) {
       // An end that throws (a body Node refuses) sent nothing: the answer the error handler writes
-      // next is the one that counts, so the wrapper stays until an end returns.
-      const result = (end as (...args: Args) => ServerResponse).apply(this, args);
-      over = true;
-      restore();
-      void report(fixed ?? res.statusCode);
+      // next is the one that counts, so the watch stays until an end returns.
+      const result = (this.#original.end as (...args: Args) => ServerResponse).apply(res, args);
+      this.#over = true;
+      this.#restore();
+      void this.#report(this.#fixed ?? res.statusCode);
       return result;
     }
     checkChunk(args[0]);
-    over = true;
-    looks(res, "headersSent");
+    this.#over = true;
     looks(res, "writableEnded");
-    void report(fixed).then((instead) => release(args, instead));
-    return this;
-  } as ServerResponse["end"];
+    void this.#report(this.#fixed).then((instead) => this.#release(args, instead));
+    return res;
+  }
 
-  res.destroy = function destroy_(this: ServerResponse, error?: Error) {
-    if (!over) {
-      over = true;
-      restore();
-      void report(undefined, error);
+  destroy(res: ServerResponse, error?: Error): ServerResponse {
+    if (!this.#over) {
+      this.#over = true;
+      this.#restore();
+      void this.#report(undefined, error);
     }
-    return destroy.call(this, error);
+    return this.#original.destroy.call(res, error);
+  }
+
+  /**
+   * The connection closed after the answer began but before it ended (Express's final handler
+   * cuts the socket of a route that failed mid-answer): that answer is cut.
+   */
+  readonly closed = (): void => {
+    if (this.#over || (!this.#holding && !this.#res.headersSent)) return;
+    this.#over = true;
+    this.#restore();
+    void this.#report(undefined);
   };
 
-  // The connection closed after the answer began but before it ended (Express's final handler
-  // cuts the socket of a route that failed mid-answer): that answer is cut.
-  const closed = () => {
-    if (over || (!holding && !res.headersSent)) return;
-    over = true;
-    restore();
-    void report(undefined);
-  };
-  res.once("close", closed);
+  /** Whether a 2xx answer begins now, to be held: nothing written yet, and something to record. */
+  #begins(): boolean {
+    return !this.#over && this.#fixed === undefined && !this.#res.headersSent && this.#holds(this.#res.statusCode);
+  }
 
-  function restore(): void {
-    res.writeHead = writeHead;
-    res.write = write;
-    res.end = end;
-    res.destroy = destroy;
-    res.off("close", closed);
+  #holds(status: unknown): boolean {
+    return isSuccess(status as number) && this.#accepted.holdsAnswer();
+  }
+
+  #hold(status: number): void {
+    this.#holding = true;
+    this.#fixed = status;
+    looks(this.#res, "headersSent");
+  }
+
+  #report(status: number | undefined, error?: unknown): Promise<Answer | undefined> {
+    if (this.#endsHandler) this.#accepted.finished(error);
+    return this.#accepted.answered(status);
+  }
+
+  #restore(): void {
+    const res = this.#res;
+    Object.assign(res, this.#original);
+    res.off("close", this.closed);
     delete (res as { headersSent?: boolean }).headersSent;
     delete (res as { writableEnded?: boolean }).writableEnded;
   }
 
   /** Writes the held answer as it was, or the receiver's answer in its place. */
-  function release(endArgs: Args, instead: Answer | undefined): void {
-    restore();
+  #release(endArgs: Args, instead: Answer | undefined): void {
+    const res = this.#res;
+    this.#restore();
     if (res.destroyed) return;
     try {
       if (instead) {
@@ -132,9 +166,9 @@ export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler
         res.end(instead.body ?? undefined);
         return;
       }
-      if (head) res.writeHead(...(head as Parameters<ServerResponse["writeHead"]>));
-      else res.statusCode = fixed as number;
-      for (const args of writes) (res.write as (...args: Args) => boolean)(...args);
+      if (this.#head) res.writeHead(...(this.#head as Parameters<ServerResponse["writeHead"]>));
+      else res.statusCode = this.#fixed as number;
+      for (const args of this.#writes) (res.write as (...args: Args) => boolean)(...args);
       (res.end as (...args: Args) => ServerResponse)(...endArgs);
     } catch (error) {
       res.destroy(error as Error);
@@ -147,7 +181,7 @@ function looks(res: ServerResponse, property: "headersSent" | "writableEnded"): 
   Object.defineProperty(res, property, { configurable: true, get: () => true });
 }
 
-/** Node's own refusals, thrown where Node would throw them, since a held call reaches Node later. */
+/** Node's own refusal of a chunk, thrown where Node would throw it, since a held call reaches Node later. */
 function checkChunk(chunk: unknown): void {
   if (chunk == null || typeof chunk === "string" || typeof chunk === "function" || chunk instanceof Uint8Array) return;
   throw Object.assign(

@@ -6,7 +6,7 @@ import { andThen } from "../util/thenable.js";
 import { duplicateAnswer, errorResponse, isDuplicateReply, isStatus, replyAnswer } from "./answers.js";
 import { checkBody, checkRequest } from "./checks.js";
 import { type Claim, claimEvent } from "./claim.js";
-import { checkOptions, type HandlerOptions } from "./options.js";
+import { checkOptions, type HandlerOptions, type Settings } from "./options.js";
 import type { Accepted, AdapterHooks, Answer, Delivery, NativeReply, Receiver, ReturnHooks } from "./protocol.js";
 import { Reporter } from "./report.js";
 import { type Settlement, settlement } from "./settle.js";
@@ -40,86 +40,105 @@ export function createReceiver<Context extends unknown[]>(
   options: HandlerOptions<Context>,
   hooks: AdapterHooks<Context> = {},
 ): Receiver<Context> {
-  const settings = checkOptions(options);
-  const { native, answered, watch } = hooks;
+  const pipeline = new Pipeline(checkOptions(options), hooks);
+  return {
+    accept: (delivery, ...context) => pipeline.accept(delivery, context, pipeline.begin(context)),
+    verify: (delivery, ...context) => pipeline.verify(delivery, context),
+    handle: (delivery, ...context) => pipeline.handle(delivery, context),
+  };
+}
 
-  function begin(context: Context): Begun {
-    const reporter = new Reporter(settings.onError, context);
-    return { reporter, record: settings.telemetry && recorder(settings.telemetry, reporter) };
+/** The steps of a delivery, in the order they run. */
+class Pipeline<Context extends unknown[]> {
+  constructor(
+    private readonly settings: Settings<Context>,
+    private readonly hooks: AdapterHooks<Context>,
+  ) {}
+
+  begin(context: Context): Begun {
+    const reporter = new Reporter(this.settings.onError, context);
+    return { reporter, record: this.settings.telemetry && recorder(this.settings.telemetry, reporter) };
+  }
+
+  /**
+   * The path up to the handler. It takes no promise of its own but for a body still arriving, an
+   * HMAC that is asynchronous (Web Crypto) and a dedupe claim; every step answers through `refuse`.
+   */
+  accept(delivery: Delivery, context: Context, begun: Begun): Settlement | Answer | Promise<Settlement | Answer> {
+    let body: Payload | Promise<Payload>;
+    try {
+      checkRequest(delivery);
+      body = delivery.body(this.settings.limit, this.settings.bodyTimeout);
+    } catch (error) {
+      return this.refuse(error, begun);
+    }
+    return andThen(
+      body,
+      (payload) => this.checked(payload, delivery, context, begun),
+      (error) => this.refuse(error, begun),
+    );
   }
 
   /** Answers a refusal: reported (a bug) or told to `onRejected` (a bad delivery), and recorded. */
-  function refuse(error: unknown, { reporter, record }: Begun, recordEnd = true): Answer {
+  private refuse(error: unknown, { reporter, record }: Begun, recordEnd = true): Answer {
     const answer = errorResponse(error);
+    const { onRejected } = this.settings;
     if (!(error instanceof WebhookError)) reporter.report(error);
-    else if (settings.onRejected) reporter.tell(() => settings.onRejected?.(error));
+    else if (onRejected) reporter.tell(() => onRejected(error));
     if (recordEnd) record?.end(error instanceof WebhookError ? error.code : "handler_error", answer.status);
     return answer;
   }
 
-  // The path up to the handler takes no promise of its own but for a body still arriving, an HMAC
-  // that is asynchronous (Web Crypto) and a dedupe claim. Every step answers through `refuse`.
-  function acceptWith(
-    delivery: Delivery,
-    context: Context,
-    begun: Begun,
-  ): Settlement | Answer | Promise<Settlement | Answer> {
-    const fail = (error: unknown) => refuse(error, begun);
-    let body: Payload | Promise<Payload>;
-    try {
-      checkRequest(delivery);
-      body = delivery.body(settings.limit, settings.bodyTimeout);
-    } catch (error) {
-      return fail(error);
-    }
-    return andThen(body, (payload) => verified(payload, delivery, context, begun), fail);
-  }
-
-  function verified(
+  private checked(
     payload: Payload,
     delivery: Delivery,
     context: Context,
     begun: Begun,
   ): Settlement | Answer | Promise<Settlement | Answer> {
-    const fail = (error: unknown) => refuse(error, begun);
     let event: WebhookEvent | Promise<WebhookEvent>;
     try {
-      event = checkBody(payload, delivery.signature, settings, ({ event, secretIndex }) => {
+      event = checkBody(payload, delivery.signature, this.settings, ({ event, secretIndex }) => {
         begun.record?.verified(event, secretIndex);
-        const { onVerified } = settings;
+        const { onVerified } = this.settings;
         if (onVerified) begun.reporter.tell(() => onVerified(event, { secretIndex }));
       });
     } catch (error) {
-      return fail(error);
+      return this.refuse(error, begun);
     }
-    return andThen(event, (authentic) => claimed(authentic, context, begun), fail);
+    return andThen(
+      event,
+      (authentic) => this.claimed(authentic, context, begun),
+      (error) => this.refuse(error, begun),
+    );
   }
 
-  function claimed(
+  private claimed(
     event: WebhookEvent,
     context: Context,
     begun: Begun,
   ): Settlement | Answer | Promise<Settlement | Answer> {
-    if (!settings.dedupe) return accepted(event, undefined, context, begun);
-    return claimEvent(event.id, settings.dedupe, begun.reporter, begun.record).then((outcome) => {
+    const { dedupe } = this.settings;
+    if (!dedupe) return this.accepted(event, undefined, context, begun);
+    return claimEvent(event.id, dedupe, begun.reporter, begun.record).then((outcome) => {
       if (outcome === "duplicate") {
         begun.record?.end("duplicate", 204);
         return duplicateAnswer();
       }
-      if (outcome instanceof WebhookError) return refuse(outcome, begun);
-      return accepted(event, outcome, context, begun);
+      if (outcome instanceof WebhookError) return this.refuse(outcome, begun);
+      return this.accepted(event, outcome, context, begun);
     });
   }
 
   /** A delivery handed to its handler: an adapter that watches the wire watches it if there is anything to settle. */
-  function accepted(event: WebhookEvent, claim: Claim | undefined, context: Context, begun: Begun): Settlement {
+  private accepted(event: WebhookEvent, claim: Claim | undefined, context: Context, begun: Begun): Settlement {
+    const { watch } = this.hooks;
     const watchNow = watch && ((delivery: Accepted) => watch(delivery, ...context));
     const watched = watchNow !== undefined && (claim !== undefined || begun.record !== undefined);
     const delivery = settlement(event, {
       claim,
       record: begun.record,
       reporter: begun.reporter,
-      maxAge: settings.maxAge,
+      maxAge: this.settings.maxAge,
       watch: watchNow,
       watched,
     });
@@ -127,31 +146,21 @@ export function createReceiver<Context extends unknown[]>(
     return delivery;
   }
 
-  /**
-   * The answer to write once `onEvent` ended. An adapter that watches the wire reports the answer
-   * itself when it is written; for the others the receiver reports it here and waits for the
-   * decision, which may put another answer in its place.
-   */
-  async function settled<T extends Answer | NativeReply>(delivery: Settlement, status: number, reply: T) {
-    if (watch) return reply;
-    return (await delivery.answered(status)) ?? reply;
-  }
-
-  async function handle(delivery: Delivery, ...context: Context): Promise<Answer | NativeReply | undefined> {
-    const begun = begin(context);
-    const accepted = await acceptWith(delivery, context, begun);
+  async handle(delivery: Delivery, context: Context): Promise<Answer | NativeReply | undefined> {
+    const begun = this.begin(context);
+    const accepted = await this.accept(delivery, context, begun);
     if (!("event" in accepted)) return accepted;
     let value: unknown;
     try {
       // Stryker disable next-line OptionalChaining: equivalent: handle() is called only when onEvent was given.
-      value = await accepted.run(() => settings.onEvent?.(accepted.event, ...context));
+      value = await accepted.run(() => this.settings.onEvent?.(accepted.event, ...context));
     } catch (error) {
       accepted.finished(error === undefined ? new Error("onEvent threw undefined") : error);
       // A WebhookError keeps its own answer (a queue hand-off's store_unavailable, say); anything
       // else is reported, and the client gets the generic handler_error: the handler's own
       // message may hold internals (refuse does both).
-      const answer = refuse(error, begun, false);
-      return settled(accepted, answer.status, answer);
+      const answer = this.refuse(error, begun, false);
+      return this.settled(accepted, answer.status, answer);
     }
     accepted.finished();
     if (isDuplicateReply(value)) accepted.duplicate();
@@ -160,41 +169,44 @@ export function createReceiver<Context extends unknown[]>(
     // failure (500), decided before any store records the event.
     let answer: Answer;
     try {
-      if (answered?.(...context)) return undefined;
-      const status = native?.(value);
+      if (this.hooks.answered?.(...context)) return undefined;
+      const status = this.hooks.native?.(value);
       if (status !== undefined) {
         if (!isStatus(status)) {
           throw new TypeError("flag-webhooks: onEvent returned a result with no valid HTTP status to answer with");
         }
-        return await settled(accepted, status, { native: value });
+        return await this.settled(accepted, status, { native: value });
       }
       answer = replyAnswer(value);
     } catch (error) {
       begun.reporter.report(error);
       answer = errorResponse(undefined);
     }
-    return settled(accepted, answer.status, answer);
+    return this.settled(accepted, answer.status, answer);
   }
 
-  async function verify(delivery: Delivery, ...context: Context): Promise<WebhookEvent> {
-    const begun: Begun = { reporter: new Reporter(settings.onError, context), record: undefined };
+  /**
+   * The answer to write once `onEvent` ended. An adapter that watches the wire reports the answer
+   * itself when it is written; for the others the receiver reports it here and waits for the
+   * decision, which may put another answer in its place.
+   */
+  private async settled<T extends Answer | NativeReply>(delivery: Settlement, status: number, reply: T) {
+    if (this.hooks.watch) return reply;
+    return (await delivery.answered(status)) ?? reply;
+  }
+
+  async verify(delivery: Delivery, context: Context): Promise<WebhookEvent> {
+    const reporter = new Reporter(this.settings.onError, context);
+    const { onVerified, onRejected } = this.settings;
     try {
       checkRequest(delivery);
-      const body = await delivery.body(settings.limit, settings.bodyTimeout);
-      return await checkBody(body, delivery.signature, settings, ({ event, secretIndex }) => {
-        const { onVerified } = settings;
-        if (onVerified) begun.reporter.tell(() => onVerified(event, { secretIndex }));
+      const body = await delivery.body(this.settings.limit, this.settings.bodyTimeout);
+      return await checkBody(body, delivery.signature, this.settings, ({ event, secretIndex }) => {
+        if (onVerified) reporter.tell(() => onVerified(event, { secretIndex }));
       });
     } catch (error) {
-      const { onRejected } = settings;
-      if (error instanceof WebhookError && onRejected) begun.reporter.tell(() => onRejected(error));
+      if (error instanceof WebhookError && onRejected) reporter.tell(() => onRejected(error));
       throw error;
     }
   }
-
-  return {
-    accept: (delivery, ...context) => acceptWith(delivery, context, begin(context)),
-    verify,
-    handle,
-  };
 }

@@ -9,7 +9,7 @@ import type { WebhookEvent } from "../events.js";
 import type { DeliveryTelemetry } from "../telemetry.js";
 import { errorResponse, isSuccess } from "./answers.js";
 import { type Claim, since } from "./claim.js";
-import { deliver, type Enlisted } from "./enlist.js";
+import { deliver, type Enlisted, type Participation } from "./enlist.js";
 import type { Accepted, Answer } from "./protocol.js";
 import type { Reporter } from "./report.js";
 
@@ -38,84 +38,101 @@ export interface Settlement extends Accepted {
 
 /** The settlement of one accepted delivery; stores enlist in it while its handler runs. */
 export function settlement(event: WebhookEvent, parts: SettlementParts): Settlement {
-  const { claim, record, reporter } = parts;
-  const began = record ? performance.now() : 0;
-  const units: Enlisted[] = [];
-  let watched = parts.watched;
-  let done = false;
-  let threw = false;
-  let thrown: unknown;
-  let final = false;
-  let status: number | undefined;
-  let duplicate = false;
-  let decided = false;
-  let resolve: (instead: Answer | undefined) => void = noop;
-  let verdict: Promise<Answer | undefined> | undefined;
+  const delivery = new DeliverySettlement(event, parts);
+  deliver(event, delivery);
+  return delivery;
+}
 
-  const self: Settlement = {
-    event,
-    run: record ? (handler) => record.run(handler) : runDirectly,
-    holdsAnswer: () => claim !== undefined || units.length > 0,
-    finished(error?: unknown) {
-      if (done) return;
-      done = true;
-      if (error !== undefined) {
-        threw = true;
-        thrown = error;
-      }
-      record?.handler(since(began), thrown);
-      decide();
-    },
-    answered(answer) {
-      if (!final) {
-        final = true;
-        status = answer;
-        verdict = new Promise((settled) => {
-          resolve = settled;
-        });
-        decide();
-      }
-      return verdict as Promise<Answer | undefined>;
-    },
-    duplicate() {
-      duplicate = true;
-    },
-  };
+class DeliverySettlement implements Settlement, Participation {
+  readonly run: <T>(handler: () => T) => T;
+  readonly #parts: SettlementParts;
+  readonly #began: number;
+  readonly #units: Enlisted[] = [];
+  #watched: boolean;
+  #done = false;
+  #threw = false;
+  #thrown: unknown;
+  #final = false;
+  #status: number | undefined;
+  #duplicate = false;
+  #decided = false;
+  #verdict: Promise<Answer | undefined> | undefined;
+  #resolve: (instead: Answer | undefined) => void = noop;
 
-  deliver(event, {
-    enlist(unit) {
-      // Past the decision, or once the answer is final, a unit can no longer be part of it: the
-      // store decides alone.
-      if (decided || final) return false;
-      checkRetention(unit.retention, parts.maxAge, "the inbox's retention");
-      units.push(unit);
-      if (!watched && parts.watch) {
-        watched = true;
-        parts.watch(self);
-      }
-      return true;
-    },
-  });
-  return self;
+  constructor(
+    readonly event: WebhookEvent,
+    parts: SettlementParts,
+  ) {
+    this.#parts = parts;
+    this.#watched = parts.watched;
+    const { record } = parts;
+    this.#began = record ? performance.now() : 0;
+    this.run = record ? (handler) => record.run(handler) : runDirectly;
+  }
 
-  function decide(): void {
-    if (!done || !final || decided) return;
-    decided = true;
-    void conclude().then(resolve, (error: unknown) => {
+  holdsAnswer(): boolean {
+    return this.#parts.claim !== undefined || this.#units.length > 0;
+  }
+
+  finished(error?: unknown): void {
+    if (this.#done) return;
+    this.#done = true;
+    if (error !== undefined) {
+      this.#threw = true;
+      this.#thrown = error;
+    }
+    this.#parts.record?.handler(since(this.#began), this.#thrown);
+    this.#decide();
+  }
+
+  answered(status: number | undefined): Promise<Answer | undefined> {
+    if (!this.#final) {
+      this.#final = true;
+      this.#status = status;
+      this.#verdict = new Promise((resolve) => {
+        this.#resolve = resolve;
+      });
+      this.#decide();
+    }
+    return this.#verdict as Promise<Answer | undefined>;
+  }
+
+  duplicate(): void {
+    this.#duplicate = true;
+  }
+
+  enlist(unit: Enlisted): boolean {
+    // Once the answer is final, a unit can no longer be part of the decision: the store decides alone.
+    if (this.#decided || this.#final) return false;
+    checkRetention(unit.retention, this.#parts.maxAge, "the inbox's retention");
+    this.#units.push(unit);
+    if (!this.#watched && this.#parts.watch) {
+      this.#watched = true;
+      this.#parts.watch(this);
+    }
+    return true;
+  }
+
+  #decide(): void {
+    if (!this.#done || !this.#final || this.#decided) return;
+    this.#decided = true;
+    void this.#conclude().then(this.#resolve, (error: unknown) => {
       // Every step below reports its own failures; this is the net under a bug.
-      reporter.report(error);
-      resolve(undefined);
+      this.#parts.reporter.report(error);
+      this.#resolve(undefined);
     });
   }
 
-  async function conclude(): Promise<Answer | undefined> {
-    if (!threw && isSuccess(status)) {
-      for (const [index, unit] of units.entries()) {
+  async #conclude(): Promise<Answer | undefined> {
+    const { claim, record, reporter } = this.#parts;
+    const status = this.#status;
+    if (!this.#threw && isSuccess(status)) {
+      for (const [index, unit] of this.#units.entries()) {
         try {
           await unit.commit();
         } catch (cause) {
           reporter.report(cause);
-          await undo(units.slice(index + 1));
+          await this.#undo(this.#units.slice(index + 1));
           const error = new WebhookError("store_unavailable", "the store did not record the event; retry later", {
             cause,
           });
@@ -124,30 +141,30 @@ export function settlement(event: WebhookEvent, parts: SettlementParts): Settlem
         }
       }
       await claim?.complete();
-      record?.end(duplicate ? "duplicate" : "handled", status);
+      record?.end(this.#duplicate ? "duplicate" : "handled", status);
       return undefined;
     }
-    await undo(units);
+    await this.#undo(this.#units);
     // A handler that threw after it began a 2xx answer (held until now) gets the answer of its
     // error instead: a 2xx must never leave for an event that was not handled.
-    const instead = threw && isSuccess(status) ? errorResponse(thrown) : undefined;
-    const known = thrown instanceof WebhookError ? thrown : undefined;
+    const instead = this.#threw && isSuccess(status) ? errorResponse(this.#thrown) : undefined;
+    const known = this.#thrown instanceof WebhookError ? this.#thrown : undefined;
     record?.end(
       known?.code ?? "handler_error",
-      instead?.status ?? status ?? known?.status ?? (threw ? 500 : undefined),
+      instead?.status ?? status ?? known?.status ?? (this.#threw ? 500 : undefined),
     );
     return instead;
   }
 
-  async function undo(undone: Enlisted[]): Promise<void> {
-    for (const unit of undone) {
+  async #undo(units: Enlisted[]): Promise<void> {
+    for (const unit of units) {
       try {
         await unit.rollback();
       } catch (error) {
-        reporter.report(error);
+        this.#parts.reporter.report(error);
       }
     }
-    await claim?.release();
+    await this.#parts.claim?.release();
   }
 }
 
