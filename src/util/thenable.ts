@@ -15,7 +15,9 @@ export function isThenable(value: unknown): value is PromiseLike<unknown> {
  * `value` rejects with, or what reading it threw. Lets a pipeline stay synchronous, and take no
  * promise of its own, for as long as every step it runs is.
  */
-export function then<T, R>(
+// Not named `then`: a module that exports `then` is itself a thenable, so `await import()` of it
+// (vitest's module runner, any dynamic import) calls it and rejects with its own resolve function.
+export function andThen<T, R>(
   value: T | PromiseLike<T>,
   next: (value: T) => R,
   fail: (error: unknown) => R,
