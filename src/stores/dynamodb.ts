@@ -1,4 +1,4 @@
-// flag-webhooks/dynamodb: a dedupe store on DynamoDB, for receivers on AWS Lambda (issue 19).
+// flag-webhooks/dynamodb: a dedupe store on DynamoDB, for receivers on AWS Lambda.
 // @aws-sdk/client-dynamodb is this entry's optional peer: the core and the other entries never
 // import it; here only three command classes are needed at run time, sent on the user's client.
 import {
@@ -10,7 +10,7 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
 import type { ClaimResult, DedupeStore } from "./contract.js";
-import { checkScope, scopedKey } from "./keys.js";
+import { checkScope, claimToken, scopedKey } from "./keys.js";
 
 /**
  * The dedupe table, in the words CloudFormation (`AWS::DynamoDB::Table` properties, so SAM too)
@@ -61,8 +61,6 @@ export interface DynamoDBDedupeStoreOptions {
 
 const CLAIMED = "claimed";
 const DONE = "done";
-// DynamoDB's partition key holds at most 2048 bytes; longer ids are hashed (scope.ts).
-const MAX_KEY_BYTES = 1024;
 // Reserved words (STATE, TOKEN…) cannot appear in expressions as they are: every name goes through #.
 const NAMES = { "#pk": "pk", "#state": "state", "#token": "token", "#expiresAtMs": "expiresAtMs" };
 
@@ -71,8 +69,9 @@ const NAMES = { "#pk": "pk", "#state": "state", "#token": "token", "#expiresAtMs
  * function instances, containers) that uses the same table and `scope`. Strongly consistent per
  * id: a claim is one conditional `PutItem` (written only if the id is absent or its lease or ttl
  * ran out), so of two instances that get the same delivery at the same moment one runs the
- * handler. A delivery costs two requests (claim, then `PutItem` done); a duplicate costs one (the
- * failed condition returns the item that holds the id); a failed handler's release is one
+ * handler. Keys are `scope#id`, a long or unusual id hashed (`scope##<sha256>`, see
+ * docs/delivery.md). A delivery costs two requests (claim, then `PutItem` done); a duplicate costs
+ * one (the failed condition returns the item that holds the id); a failed handler's release is one
  * `DeleteItem` conditioned on this store's token, so it never frees another instance's claim nor
  * undoes a completed id. Items carry `expiresAt` (epoch seconds) for DynamoDB's TTL, and the store
  * treats an item past its expiry as absent itself, since TTL deletion lags.
@@ -100,7 +99,7 @@ export class DynamoDBDedupeStore implements DedupeStore {
   // The value of this store's claims: release() deletes an item only while it holds this token,
   // so it never frees another instance's claim (as RedisDedupeStore). Per store, not per claim:
   // within one process the receiver releases a claim only while its lease lasts.
-  readonly #token = `claim.${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+  readonly #token = claimToken();
 
   constructor(client: DynamoDBClient, options: DynamoDBDedupeStoreOptions) {
     if (typeof (client as { send?: unknown } | undefined)?.send !== "function") {
@@ -181,11 +180,12 @@ export class DynamoDBDedupeStore implements DedupeStore {
   }
 
   #key(id: string): Promise<string> {
-    return scopedKey(this.#scope, id, MAX_KEY_BYTES);
+    return scopedKey(this.#scope, id);
   }
 
   // Every request is bounded: a Lambda waiting on an unreachable endpoint would otherwise sit in
-  // the SDK's retries until the function's own timeout.
+  // the SDK's retries until the function's own timeout. A signal rather than withTimeout: the SDK
+  // takes it, and aborting ends the request and its retries rather than leaving them running.
   #bounded(): { abortSignal: AbortSignal } {
     return { abortSignal: AbortSignal.timeout(this.#timeout) };
   }
