@@ -62,19 +62,22 @@ export interface DynamoDBDedupeStoreOptions {
 const CLAIMED = "claimed";
 const DONE = "done";
 // Reserved words (STATE, TOKEN…) cannot appear in expressions as they are: every name goes through #.
-const NAMES = { "#pk": "pk", "#state": "state", "#token": "token", "#expiresAtMs": "expiresAtMs" };
+const NAMES = { "#pk": "pk", "#state": "state", "#token": "token", "#claim": "claim", "#expiresAtMs": "expiresAtMs" };
 
 /**
  * A dedupe store on a DynamoDB table ({@link dedupeTable}), shared by every receiver (Lambda
  * function instances, containers) that uses the same table and `scope`. Strongly consistent per
  * id: a claim is one conditional `PutItem` (written only if the id is absent or its lease or ttl
  * ran out), so of two instances that get the same delivery at the same moment one runs the
- * handler. Keys are `scope#id`, a long or unusual id hashed (`scope##<sha256>`, see
- * docs/delivery.md). A delivery costs two requests (claim, then `PutItem` done); a duplicate costs
- * one (the failed condition returns the item that holds the id); a failed handler's release is one
- * `DeleteItem` conditioned on this store's token, so it never frees another instance's claim nor
- * undoes a completed id. Items carry `expiresAt` (epoch seconds) for DynamoDB's TTL, and the store
- * treats an item past its expiry as absent itself, since TTL deletion lags.
+ * handler. Each claim also carries a token of its own, which the condition lets through: when the
+ * answer to that write is lost and the SDK sends it again, the store finds its own claim and
+ * takes it, rather than answering in flight until the lease runs out. Keys are `scope#id`, a long
+ * or unusual id hashed (`scope##<sha256>`, see docs/delivery.md). A delivery costs two requests
+ * (claim, then `PutItem` done); a duplicate costs one (the failed condition returns the item that
+ * holds the id); a failed handler's release is one `DeleteItem` conditioned on this store's token,
+ * so it never frees another instance's claim nor undoes a completed id. Items carry `expiresAt`
+ * (epoch seconds) for DynamoDB's TTL, and the store treats an item past its expiry as absent
+ * itself, since TTL deletion lags.
  *
  * @example
  * ```ts
@@ -117,6 +120,8 @@ export class DynamoDBDedupeStore implements DedupeStore {
 
   async claim(id: string, lease: number): Promise<ClaimResult> {
     const pk = await this.#key(id);
+    // This claim's own: a write the SDK sends again (its answer lost) finds it and goes through.
+    const claim = claimToken();
     // Two tries: where the failure does not return the item, the read that replaces it may find
     // it already gone (released, or lapsed); the claim is then tried once more, and a second miss
     // answers in_flight (the sender retries).
@@ -126,10 +131,14 @@ export class DynamoDBDedupeStore implements DedupeStore {
         await this.#client.send(
           new PutItemCommand({
             TableName: this.#table,
-            Item: item(pk, CLAIMED, now + lease, this.#token),
-            ConditionExpression: "attribute_not_exists(#pk) OR #expiresAtMs <= :now",
-            ExpressionAttributeNames: { "#pk": NAMES["#pk"], "#expiresAtMs": NAMES["#expiresAtMs"] },
-            ExpressionAttributeValues: { ":now": { N: String(now) } },
+            Item: { ...item(pk, CLAIMED, now + lease, this.#token), claim: { S: claim } },
+            ConditionExpression: "attribute_not_exists(#pk) OR #expiresAtMs <= :now OR #claim = :claim",
+            ExpressionAttributeNames: {
+              "#pk": NAMES["#pk"],
+              "#expiresAtMs": NAMES["#expiresAtMs"],
+              "#claim": NAMES["#claim"],
+            },
+            ExpressionAttributeValues: { ":now": { N: String(now) }, ":claim": { S: claim } },
             ReturnValuesOnConditionCheckFailure: "ALL_OLD",
           }),
           this.#bounded(),
