@@ -131,7 +131,7 @@ export class DynamoDBDedupeStore implements DedupeStore {
         await this.#client.send(
           new PutItemCommand({
             TableName: this.#table,
-            Item: { ...item(pk, CLAIMED, now + lease, this.#token), claim: { S: claim } },
+            Item: item(pk, CLAIMED, now + lease, { token: { S: this.#token }, claim: { S: claim } }),
             ConditionExpression: "attribute_not_exists(#pk) OR #expiresAtMs <= :now OR #claim = :claim",
             ExpressionAttributeNames: {
               "#pk": NAMES["#pk"],
@@ -200,14 +200,22 @@ export class DynamoDBDedupeStore implements DedupeStore {
   }
 }
 
-/** The item of an id: its state and expiry (ms for the store, epoch seconds for DynamoDB's TTL). */
-function item(pk: string, state: string, expiresAtMs: number, token?: string): Record<string, AttributeValue> {
+/**
+ * The item of an id: its state and expiry (ms for the store, epoch seconds for DynamoDB's TTL),
+ * and a claim's tokens (the store's and the claim's own).
+ */
+function item(
+  pk: string,
+  state: string,
+  expiresAtMs: number,
+  tokens?: Record<string, AttributeValue>,
+): Record<string, AttributeValue> {
   return {
     pk: { S: pk },
     state: { S: state },
     expiresAt: { N: String(Math.ceil(expiresAtMs / 1000)) },
     expiresAtMs: { N: String(Math.ceil(expiresAtMs)) },
-    ...(token === undefined ? {} : { token: { S: token } }),
+    ...tokens,
   };
 }
 

@@ -21,12 +21,9 @@ export function checkScope(scope: unknown, owner: string): string {
  */
 export const MAX_KEPT_ID_BYTES = 1024;
 
-/** What a hashed id starts with; no id kept as it is starts with it. */
-const HASHED = "#";
-// The short path's test: a leading "#", a NUL, or any surrogate (a pair is well-formed and is
-// looked at more closely on the long path; a lone one is not).
-const UNUSUAL = /^#|[\0\uD800-\uDFFF]/;
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+// What makes an id hashed whatever its length: a leading "#" (the hashed form's mark), a NUL, or a
+// lone surrogate (with the u flag a surrogate pair is one code point, outside \p{Cs}).
+const UNUSUAL = /^#|\0|\p{Cs}/u;
 const encoder = new TextEncoder();
 
 /**
@@ -39,8 +36,9 @@ const encoder = new TextEncoder();
  *   surrogate has no UTF-8 of its own: clients write it as U+FFFD, so two such ids would meet),
  *   and does not start with `#`;
  * - any other id is stored as `#` and the 64 lowercase hex digits of its SHA-256: over its UTF-8
- *   when it is well-formed, else over the byte 0xFF (which no UTF-8 holds) and its UTF-16 code
- *   units, big-endian, so ill-formed ids hash apart from each other and from every other id.
+ *   when it is well-formed, else over the byte 0xFF (which no UTF-8 holds) and the UTF-8 of its
+ *   JSON (which writes each lone surrogate as an escape), so ill-formed ids hash apart from each
+ *   other and from every other id.
  *
  * A kept id never starts with `#` and a hashed one always does, so an id spelled like the hash of
  * another (`#` and 64 hex digits) is hashed itself and never stands for that other id. Ordinary
@@ -48,13 +46,13 @@ const encoder = new TextEncoder();
  * hashed id is a promise, as Web Crypto's digest is.
  */
 export function storedId(id: string): string | Promise<string> {
+  const usual = !UNUSUAL.test(id);
   // A UTF-16 unit is at most three bytes of UTF-8: a short id needs no counting.
-  // Stryker disable next-line ConditionalExpression,EqualityOperator: a shortcut; the long path answers alike.
-  if (id.length <= MAX_KEPT_ID_BYTES / 3 && !UNUSUAL.test(id)) return id;
-  const wellFormed = !LONE_SURROGATE.test(id);
-  const bytes = wellFormed ? encoder.encode(id) : utf16(id);
-  if (wellFormed && !id.startsWith(HASHED) && !id.includes("\0") && bytes.byteLength <= MAX_KEPT_ID_BYTES) return id;
-  return sha256Hex(bytes).then((hex) => HASHED + hex);
+  if (usual && (id.length * 3 <= MAX_KEPT_ID_BYTES || encoder.encode(id).byteLength <= MAX_KEPT_ID_BYTES)) return id;
+  const bytes = /\p{Cs}/u.test(id) ? new Uint8Array([0xff, ...encoder.encode(JSON.stringify(id))]) : encoder.encode(id);
+  return crypto.subtle
+    .digest("SHA-256", bytes)
+    .then((digest) => `#${Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("")}`);
 }
 
 /**
@@ -73,21 +71,4 @@ export async function scopedKey(scope: string, id: string): Promise<string> {
  */
 export function claimToken(): string {
   return `claim.${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
-}
-
-/** 0xFF, then each UTF-16 code unit as two bytes, big-endian. */
-function utf16(id: string): Uint8Array<ArrayBuffer> {
-  const bytes = new Uint8Array(1 + 2 * id.length);
-  bytes[0] = 0xff;
-  for (let i = 0; i < id.length; i++) {
-    const unit = id.charCodeAt(i);
-    bytes[1 + 2 * i] = unit >> 8;
-    bytes[2 + 2 * i] = unit & 0xff;
-  }
-  return bytes;
-}
-
-async function sha256Hex(bytes: Uint8Array<ArrayBuffer>): Promise<string> {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
-  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
 }
