@@ -8,7 +8,7 @@ import { type Enlisted, enlist, withRetention } from "../../receiver/enlist.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import type { ClaimResult, DedupeStore } from "../contract.js";
-import { checkScope } from "../keys.js";
+import { checkScope, claimToken, storedId } from "../keys.js";
 import { type Driver, driverFor, type OpenTransaction } from "./drivers.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
 
@@ -51,8 +51,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
   readonly #lockTimeout: number;
   readonly #timeout: number;
   // The value of this instance's DedupeStore claims: release() deletes only rows holding it.
-  // Stryker disable next-line MethodExpression: without slice(2) the token keeps "0." and is as unique.
-  readonly #token = `claim.${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+  readonly #token = claimToken();
 
   constructor(client: Client, options: PostgresInboxOptions) {
     if (typeof options !== "object" || options === null) {
@@ -136,7 +135,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
   ): (event: WebhookEvent, ...context: Context) => Promise<unknown> {
     if (typeof fn !== "function") throw new TypeError("flag-webhooks: inbox.handle() takes a function");
     const handler = async (event: WebhookEvent, ...context: Context): Promise<unknown> => {
-      const open = await this.#open(event.id);
+      const open = await this.#open(await storedId(event.id), event.id);
       if (open === "done") return duplicateReply();
       const unit: Enlisted = {
         commit: () => this.#commit(open),
@@ -191,8 +190,9 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
     }
   }
 
-  /** DedupeStore: claims `id` for `lease` ms in one statement (insert, or take over an expired row). */
-  async claim(id: string, lease: number): Promise<ClaimResult> {
+  /** DedupeStore: claims `eventId` for `lease` ms in one statement (insert, or take over an expired row). */
+  async claim(eventId: string, lease: number): Promise<ClaimResult> {
+    const id = await storedId(eventId);
     const rows = await this.#driver.query(
       `with claim as (
          insert into ${this.#table} (scope, id, state, token, expires_at)
@@ -214,8 +214,9 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
     return "in_flight";
   }
 
-  /** DedupeStore: marks `id` handled for `ttl` ms. */
-  async complete(id: string, ttl: number): Promise<void> {
+  /** DedupeStore: marks `eventId` handled for `ttl` ms. */
+  async complete(eventId: string, ttl: number): Promise<void> {
+    const id = await storedId(eventId);
     await this.#driver.query(
       `insert into ${this.#table} (scope, id, state, expires_at)
        values ($1::text, $2::text, 'done', now() + $3::bigint * interval '1 millisecond')
@@ -224,8 +225,9 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
     );
   }
 
-  /** DedupeStore: frees this instance's claim on `id`; never another instance's, never a done id. */
-  async release(id: string): Promise<void> {
+  /** DedupeStore: frees this instance's claim on `eventId`; never another instance's, never a done id. */
+  async release(eventId: string): Promise<void> {
+    const id = await storedId(eventId);
     await this.#driver.query(
       `delete from ${this.#table} where scope = $1::text and id = $2::text and state = 'claimed' and token = $3::text`,
       [this.#scope, id, this.#token],
@@ -233,11 +235,11 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
   }
 
   /**
-   * BEGIN and the claim of `id` as done, in that transaction (two round trips): the transaction,
+   * BEGIN and the claim of `id` (the stored form of `eventId`) as done, in that transaction (two round trips): the transaction,
    * held open for the handler; `"done"` for a committed id; `409` while another transaction holds
    * it past `lockTimeout`; `503` when Postgres fails or any step is slower than `timeout`.
    */
-  async #open(id: string): Promise<{ transaction: OpenTransaction; xid: string } | "done"> {
+  async #open(id: string, eventId: string): Promise<{ transaction: OpenTransaction; xid: string } | "done"> {
     let transaction: OpenTransaction;
     try {
       // A transaction that begins after we gave up (its connection came late) is rolled back.
@@ -267,7 +269,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
       );
     } catch (error) {
       transaction.abort();
-      if ((error as { code?: unknown } | null)?.code === "55P03") throw inProgress(id);
+      if ((error as { code?: unknown } | null)?.code === "55P03") throw inProgress(eventId);
       throw unavailable(error);
     }
     const xid = rows[0]?.xid;
@@ -277,7 +279,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
     // statement's snapshot was taken; a new statement sees it.
     const state = rows[0]?.state ?? (await this.#state(id));
     if (state === "done") return "done";
-    throw inProgress(id);
+    throw inProgress(eventId);
   }
 
   /**

@@ -407,6 +407,31 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
     expect(errors).toEqual([expect.objectContaining({ name: "TypeError" })]);
   });
 
+  it("ids Postgres cannot hold as they are (a NUL, 3 KB, one spelled like a hash) are each handled once through handle()", async () => {
+    const inbox = new PostgresInbox(pool(), { scope: "hostile-ids" });
+    let runs = 0;
+    const receive = webhookHandler({
+      secret: SECRET,
+      onEvent: inbox.handle(async (event, tx) => {
+        runs++;
+        await tx.query("insert into effects (event_id) values ($1)", [`hostile-${event.id.length}`]);
+      }),
+    });
+    const long = `evt_${"x".repeat(3000)}`;
+    const ids = ["evt_\u0000nul", long, `#${"0".repeat(64)}`];
+    for (const id of ids) {
+      const event = createEvent("flag.updated", { id });
+      const first = await receive(await signedRequest({ secret: SECRET, event }));
+      const again = await receive(await signedRequest({ secret: SECRET, event }));
+      expect([first.status, again.status, again.headers.get("webhook-duplicate")], JSON.stringify(id)).toEqual([
+        204,
+        204,
+        "true",
+      ]);
+    }
+    expect(runs).toBe(ids.length);
+  });
+
   it("a table named with 63 characters gets an index of its own, which prune() uses", async () => {
     const table = `t${"x".repeat(62)}`;
     const inbox = new PostgresInbox(pool(), { scope: "long-table", table });
