@@ -168,7 +168,7 @@ function toResult(answer: Answer): LambdaProxyResult {
 }
 
 /** The status of a proxy result `onEvent` built itself: a plain object with a whole statusCode. */
-export function proxyResultStatus(value: unknown): number | undefined {
+function proxyResultStatus(value: unknown): number | undefined {
   if (
     typeof value !== "object" ||
     value === null ||
