@@ -9,8 +9,8 @@ type Args = unknown[];
  * the handler, the framework's error handler) and whenever (after the middleware returned: Koa,
  * a hijacked Fastify reply), and tells the receiver its status once it is final: when `end()` is
  * called, when the answer is cut with `res.destroy()`, or when the connection closes after the
- * answer began. A client that hangs up before anything was written changes nothing: the handler
- * still works, and its claim must stand until it answers.
+ * answer began. A client that hangs up before anything was written changes nothing but the
+ * delivery's record: the handler still works, and its claim must stand until it answers.
  *
  * While the delivery holds a claim, or a store that holds its effects, a 2xx answer is held back
  * (its head, writes and end kept in memory, the response looking sent to the code that wrote it)
@@ -118,7 +118,13 @@ class AnswerWatch {
    * cuts the socket of a route that failed mid-answer): that answer is cut.
    */
   readonly closed = (): void => {
-    if (this.#over || (!this.#holding && !this.#res.headersSent)) return;
+    if (this.#over) return;
+    if (!this.#holding && !this.#res.headersSent) {
+      // Nothing written yet: the handler still works (its claim stands), but a route may never
+      // answer a client that is gone, and the delivery's record must end.
+      if (this.#endsHandler) this.#accepted.clientClosed();
+      return;
+    }
     this.#over = true;
     this.#restore();
     void this.#report(undefined);

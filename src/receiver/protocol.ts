@@ -54,6 +54,12 @@ export interface Accepted {
    * or a store that holds the handler's effects. Asked when the answer's status is known.
    */
   holdsAnswer(): boolean;
+  /**
+   * The client closed the connection before any answer began, and the handler (a route that
+   * answers through the framework) may never answer: the delivery's telemetry record ends now,
+   * with the outcome `client_closed`. Its claim still waits for the handler, or its lease.
+   */
+  clientClosed(): void;
 }
 
 /** What an adapter tells the core about answers it writes itself. */

@@ -55,6 +55,8 @@ class DeliverySettlement implements Settlement, Participation {
   #final = false;
   #status: number | undefined;
   #duplicate = false;
+  /** The record ended when the client left before any answer: nothing more is recorded. */
+  #closed = false;
   #decided = false;
   #verdict: Promise<Answer | undefined> | undefined;
   #resolve: (instead: Answer | undefined) => void = noop;
@@ -81,7 +83,7 @@ class DeliverySettlement implements Settlement, Participation {
       this.#threw = true;
       this.#thrown = error;
     }
-    this.#parts.record?.handler(since(this.#began), this.#thrown);
+    if (!this.#closed) this.#parts.record?.handler(since(this.#began), this.#thrown);
     this.#decide();
   }
 
@@ -99,6 +101,12 @@ class DeliverySettlement implements Settlement, Participation {
 
   duplicate(): void {
     this.#duplicate = true;
+  }
+
+  clientClosed(): void {
+    if (this.#decided || this.#closed) return;
+    this.#closed = true;
+    this.#parts.record?.end("client_closed", undefined);
   }
 
   enlist(unit: Enlisted): boolean {
@@ -124,7 +132,8 @@ class DeliverySettlement implements Settlement, Participation {
   }
 
   async #conclude(): Promise<Answer | undefined> {
-    const { claim, record, reporter } = this.#parts;
+    const { claim, reporter } = this.#parts;
+    const record = this.#closed ? undefined : this.#parts.record;
     const status = this.#status;
     if (!this.#threw && isSuccess(status)) {
       for (const [index, unit] of this.#units.entries()) {

@@ -173,6 +173,36 @@ describe("an Express route that begins its answer and then fails (next(err) afte
   });
 });
 
+describe("an Express route that never answers a client that left", () => {
+  it("the delivery's record ends when the client closes (client_closed); the claim stands: a retry gets 409", async () => {
+    const { telemetry, ended } = recording();
+    const app = express();
+    app.post(
+      "/webhooks",
+      expressMiddleware({ secret: SECRET, telemetry, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      (req) => {
+        // Never answers: it waits for the client, which is gone.
+        req.on("close", () => {});
+      },
+    );
+    const url = await serve(createServer(app));
+    const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    const controller = new AbortController();
+    const gone = fetch(url, {
+      method: "POST",
+      body: delivery.body,
+      headers: delivery.headers,
+      signal: controller.signal,
+    });
+    await sleep(100);
+    controller.abort();
+    await gone.catch(() => {});
+    await sleep(100);
+    expect(ended).toEqual([{ outcome: "client_closed", status: undefined }]);
+    expect(await attempt(url, delivery)).toBe(409);
+  });
+});
+
 describe("dedupe.ttl covers the replay window on every receiver of a fleet", () => {
   it("two receivers on one store, clocks 5 s apart: an event dated a minute ahead is never run twice, whenever a copy reaches the other", async () => {
     let real = Date.parse("2026-11-26T12:00:00Z");
