@@ -4,6 +4,7 @@
 import { WebhookError } from "../errors.js";
 import type { ClaimResult } from "../stores/contract.js";
 import type { DeliveryTelemetry } from "../telemetry.js";
+import { isThenable } from "../util/thenable.js";
 import { withTimeout } from "../util/timeout.js";
 import type { DedupeSettings } from "./options.js";
 import type { Reporter } from "./report.js";
@@ -23,47 +24,63 @@ export type ClaimOutcome = Claim | "duplicate" | WebhookError | undefined;
  * Claims `id` for one delivery: a claim when it was free, `"duplicate"` when it was handled
  * within its ttl, `409 delivery_in_progress` while another delivery holds it, and
  * `503 store_unavailable` when the store fails or is slower than `timeout` (or `undefined`, to
- * run the handler without dedupe, with `failOpen`).
+ * run the handler without dedupe, with `failOpen`). A store that answers at once (the memory
+ * store) is answered at once, without a promise.
  */
-export async function claimEvent(
+export function claimEvent(
   id: string,
   dedupe: DedupeSettings,
   reporter: Reporter,
   record: DeliveryTelemetry | undefined,
-): Promise<ClaimOutcome> {
-  const { store, inFlightTtl, timeout } = dedupe;
+): ClaimOutcome | Promise<ClaimOutcome> {
+  const { store, timeout } = dedupe;
   // When the lease began, at the latest: once it has run out, the id may be another delivery's.
   const claimedAt = performance.now();
-  let result: ClaimResult;
+  const failed = (cause: unknown) => unclaimed(cause, dedupe, reporter, record, claimedAt);
+  let answer: ClaimResult | PromiseLike<ClaimResult>;
   try {
-    // A claim that lands after we gave up must not block the sender's retry for a lease.
-    result = await withTimeout(
-      store.claim(id, inFlightTtl),
-      timeout,
-      () => slow(timeout),
-      (late) => {
-        if (late === "claimed") void quietly(() => store.release(id), timeout, reporter);
-      },
-    );
-    // Anything else would turn dedupe off without a word: a store that answers it is broken.
-    if (result !== "claimed" && result !== "in_flight" && result !== "done") {
-      throw new TypeError(
-        `flag-webhooks: the dedupe store's claim() answered ${typeof result === "string" ? JSON.stringify(result) : String(result)}, not "claimed", "in_flight" or "done"`,
-      );
-    }
+    answer = store.claim(id, dedupe.inFlightTtl);
   } catch (cause) {
-    record?.store("claim", since(claimedAt));
-    reporter.report(cause);
-    if (dedupe.failOpen) return undefined;
-    return new WebhookError("store_unavailable", "the dedupe store is unavailable; retry later", { cause });
+    return failed(cause);
+  }
+  if (!isThenable(answer)) return claimed(id, answer, dedupe, reporter, record, claimedAt, failed);
+  // A claim that lands after we gave up must not block the sender's retry for a lease.
+  return withTimeout(
+    answer,
+    timeout,
+    () => slow(timeout),
+    (late) => {
+      if (late === "claimed") void quietly(() => store.release(id), timeout, reporter);
+    },
+  ).then((result) => claimed(id, result, dedupe, reporter, record, claimedAt, failed), failed);
+}
+
+/** What a store answered to a claim, as the receiver goes on with it. */
+function claimed(
+  id: string,
+  result: unknown,
+  dedupe: DedupeSettings,
+  reporter: Reporter,
+  record: DeliveryTelemetry | undefined,
+  claimedAt: number,
+  failed: (cause: unknown) => ClaimOutcome,
+): ClaimOutcome {
+  // Anything else would turn dedupe off without a word: a store that answers it is broken.
+  if (result !== "claimed" && result !== "in_flight" && result !== "done") {
+    return failed(
+      new TypeError(
+        `flag-webhooks: the dedupe store's claim() answered ${typeof result === "string" ? JSON.stringify(result) : String(result)}, not "claimed", "in_flight" or "done"`,
+      ),
+    );
   }
   record?.store("claim", since(claimedAt));
   if (result === "done") return "duplicate";
   if (result === "in_flight") {
     return new WebhookError("delivery_in_progress", `event ${id} is being handled by another delivery; retry later`);
   }
+  const { store, ttl, inFlightTtl, timeout } = dedupe;
   return {
-    complete: () => persist(() => store.complete(id, dedupe.ttl), timeout, reporter, record),
+    complete: () => persist(() => store.complete(id, ttl), timeout, reporter, record),
     release() {
       // A failure after the lease ran out releases nothing: the claim has lapsed, and the id may
       // now be held by a copy that arrived meanwhile, whose claim must stand.
@@ -72,6 +89,20 @@ export async function claimEvent(
       return quietly(() => store.release(id), timeout, reporter, record);
     },
   };
+}
+
+/** A claim the store could not make: 503, or no dedupe for this delivery with `failOpen`. */
+function unclaimed(
+  cause: unknown,
+  dedupe: DedupeSettings,
+  reporter: Reporter,
+  record: DeliveryTelemetry | undefined,
+  claimedAt: number,
+): ClaimOutcome {
+  record?.store("claim", since(claimedAt));
+  reporter.report(cause);
+  if (dedupe.failOpen) return undefined;
+  return new WebhookError("store_unavailable", "the dedupe store is unavailable; retry later", { cause });
 }
 
 /** Runs a store operation whose failure must not change the answer (it is reported instead). */
@@ -95,18 +126,40 @@ async function quietly(
  * mid-handler, say): the handler ran, so giving up leaves the id claimed until its lease ends,
  * and a copy delivered after that would run it again. What still fails is reported.
  */
-async function persist(
+function persist(
   operation: () => unknown,
   budget: number,
   reporter: Reporter,
   record?: DeliveryTelemetry,
 ): Promise<void> {
   const began = performance.now();
+  // A store that answers at once, and did not fail, needs no retry loop (the memory store).
+  try {
+    const done = operation();
+    if (!isThenable(done)) {
+      record?.store("complete", since(began));
+      return settledPromise;
+    }
+    return retrying(() => done, operation, budget, reporter, record, began);
+  } catch (error) {
+    return retrying(() => Promise.reject(error), operation, budget, reporter, record, began);
+  }
+}
+
+/** Marks an id done, the first attempt already under way, retrying within `budget` ms. */
+async function retrying(
+  first: () => unknown,
+  operation: () => unknown,
+  budget: number,
+  reporter: Reporter,
+  record: DeliveryTelemetry | undefined,
+  began: number,
+): Promise<void> {
   const deadline = began + budget;
   for (let attempt = 0; ; attempt++) {
     const left = deadline - performance.now();
     try {
-      await withTimeout(operation(), Math.max(1, left), () => slow(budget));
+      await withTimeout(attempt === 0 ? first() : operation(), Math.max(1, left), () => slow(budget));
       record?.store("complete", since(began));
       return;
     } catch (error) {
@@ -120,6 +173,8 @@ async function persist(
     }
   }
 }
+
+const settledPromise: Promise<void> = Promise.resolve();
 
 function slow(ms: number): Error {
   return new Error(`the dedupe store did not answer within ${ms} ms`);

@@ -119,14 +119,18 @@ class Pipeline<Context extends unknown[]> {
   ): Settlement | Answer | Promise<Settlement | Answer> {
     const { dedupe } = this.settings;
     if (!dedupe) return this.accepted(event, undefined, context, begun);
-    return claimEvent(event.id, dedupe, begun.reporter, begun.record).then((outcome) => {
-      if (outcome === "duplicate") {
-        begun.record?.end("duplicate", 204);
-        return duplicateAnswer();
-      }
-      if (outcome instanceof WebhookError) return this.refuse(outcome, begun);
-      return this.accepted(event, outcome, context, begun);
-    });
+    return andThen(
+      claimEvent(event.id, dedupe, begun.reporter, begun.record),
+      (outcome) => {
+        if (outcome === "duplicate") {
+          begun.record?.end("duplicate", 204);
+          return duplicateAnswer();
+        }
+        if (outcome instanceof WebhookError) return this.refuse(outcome, begun);
+        return this.accepted(event, outcome, context, begun);
+      },
+      (error) => this.refuse(error, begun),
+    );
   }
 
   /** A delivery handed to its handler: an adapter that watches the wire watches it if there is anything to settle. */

@@ -59,7 +59,7 @@ class DeliverySettlement implements Settlement, Participation {
   #closed = false;
   #decided = false;
   #verdict: Promise<Answer | undefined> | undefined;
-  #resolve: (instead: Answer | undefined) => void = noop;
+  #resolve: (instead: Promise<Answer | undefined>) => void = noop;
 
   constructor(
     readonly event: WebhookEvent,
@@ -84,17 +84,21 @@ class DeliverySettlement implements Settlement, Participation {
       this.#thrown = error;
     }
     if (!this.#closed) this.#parts.record?.handler(since(this.#began), this.#thrown);
-    this.#decide();
+    if (this.#final && !this.#decided) this.#resolve(this.#decision());
   }
 
   answered(status: number | undefined): Promise<Answer | undefined> {
     if (!this.#final) {
       this.#final = true;
       this.#status = status;
-      this.#verdict = new Promise((resolve) => {
-        this.#resolve = resolve;
-      });
-      this.#decide();
+      // The handler finished first (always, where the receiver writes the answer itself): decide now.
+      if (this.#done) {
+        this.#verdict = this.#decision();
+      } else {
+        this.#verdict = new Promise((resolve) => {
+          this.#resolve = resolve;
+        });
+      }
     }
     return this.#verdict as Promise<Answer | undefined>;
   }
@@ -121,13 +125,23 @@ class DeliverySettlement implements Settlement, Participation {
     return true;
   }
 
-  #decide(): void {
-    if (!this.#done || !this.#final || this.#decided) return;
+  /** The decision, once the handler finished and the answer is final: the answer to write instead, if any. */
+  #decision(): Promise<Answer | undefined> {
     this.#decided = true;
-    void this.#conclude().then(this.#resolve, (error: unknown) => {
-      // Every step below reports its own failures; this is the net under a bug.
+    if (this.#units.length === 0 && !this.#threw && isSuccess(this.#status)) {
+      // Nothing to commit: mark the claim done, if there is one (a memory store does it at once).
+      const record = this.#closed ? undefined : this.#parts.record;
+      const handled = () => {
+        record?.end(this.#duplicate ? "duplicate" : "handled", this.#status);
+        return undefined;
+      };
+      const done = this.#parts.claim?.complete();
+      return done ? done.then(handled) : Promise.resolve(handled());
+    }
+    return this.#conclude().catch((error: unknown) => {
+      // Every step of #conclude reports its own failures; this is the net under a bug.
       this.#parts.reporter.report(error);
-      this.#resolve(undefined);
+      return undefined;
     });
   }
 
