@@ -6,7 +6,7 @@ const src = (path: string) => fileURLToPath(new URL(`./src/${path}`, import.meta
 export default defineConfig({
   resolve: {
     // Examples import the package by name, as users do; in unit tests that name means src/.
-    // The packed package itself is tested in test/package.test.ts.
+    // The packed package itself is tested in test/package/.
     alias: [
       { find: /^flag-webhooks$/, replacement: src("index.ts") },
       { find: /^flag-webhooks\/testing$/, replacement: src("testing/index.ts") },

@@ -1,12 +1,12 @@
 import { createHmac, randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { runInNewContext } from "node:vm";
+import { type ClaimResult, type DedupeStore, MemoryDedupeStore, RedisDedupeStore, verifyEvent } from "flag-webhooks";
+import { type EventQueue, enqueueTo } from "flag-webhooks/bullmq";
+import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
+import { webhookHandler } from "flag-webhooks/fetch";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { webhookMiddleware as expressMiddleware } from "../src/adapters/express.js";
-import { webhookHandler } from "../src/adapters/fetch.js";
-import { type ClaimResult, type DedupeStore, MemoryDedupeStore, RedisDedupeStore, verifyEvent } from "../src/index.js";
-import { type EventQueue, enqueueTo } from "../src/queue/bullmq.js";
 import { type RedisServer, redisAvailability, startRedis, stopRedis } from "./support/redis-server.js";
 
 // Issue 15, "Fail closed, never hang": items 5 to 9, through the public API.

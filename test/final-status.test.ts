@@ -2,13 +2,13 @@ import { createServer, request, type Server } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import express from "express";
 import Fastify from "fastify";
+import { MemoryDedupeStore } from "flag-webhooks";
+import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
+import { webhookPlugin } from "flag-webhooks/fastify";
+import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
 import Koa from "koa";
 import { afterEach, describe, expect, it } from "vitest";
-import { webhookMiddleware as expressMiddleware } from "../src/adapters/express.js";
-import { webhookPlugin } from "../src/adapters/fastify.js";
-import { webhookMiddleware as koaMiddleware } from "../src/adapters/koa.js";
-import { MemoryDedupeStore } from "../src/index.js";
-import { close, listen } from "./http.js";
+import { close, listen } from "./support/http.js";
 import { signedDelivery } from "./support/signed-delivery.js";
 
 // Found by attacking issue 15 items 1 and 2 ("counts as handled only when the handler finished and the

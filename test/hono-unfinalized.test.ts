@@ -1,10 +1,10 @@
 import type { Server } from "node:http";
 import { createAdaptorServer } from "@hono/node-server";
+import { MemoryDedupeStore } from "flag-webhooks";
+import { webhookMiddleware } from "flag-webhooks/hono";
 import { Hono } from "hono";
 import { afterEach, describe, expect, it } from "vitest";
-import { webhookMiddleware } from "../src/adapters/hono.js";
-import { MemoryDedupeStore } from "../src/index.js";
-import { close, listen } from "./http.js";
+import { close, listen } from "./support/http.js";
 import { signedDelivery } from "./support/signed-delivery.js";
 
 // Found by attacking issue 15 item 2 in Hono: a route that forgets to return its Response (Hono answers

@@ -6,11 +6,11 @@ import { resolve } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import fc from "fast-check";
+import { MemoryDedupeStore, parseEvent, verifySignature } from "flag-webhooks";
+import { webhookMiddleware } from "flag-webhooks/express";
 import { afterEach, describe, expect, it } from "vitest";
-import { webhookMiddleware } from "../src/adapters/express.js";
-import { MemoryDedupeStore, parseEvent, verifySignature } from "../src/index.js";
-import { backends } from "./backends.js";
-import { close, listen } from "./http.js";
+import { backends } from "./support/backends.js";
+import { close, listen } from "./support/http.js";
 import { signedDelivery } from "./support/signed-delivery.js";
 
 // Hostile cases for the hot path of issue 20 (part 2): the receiver and the Express middleware

@@ -1,11 +1,11 @@
 import { createHmac } from "node:crypto";
 import { context, propagation, trace } from "@opentelemetry/api";
 import { type Telemetry as BullTelemetry, type Job, Queue, type QueueOptions } from "bullmq";
+import { WebhookError, type WebhookEvent } from "flag-webhooks";
+import { enqueueTo, eventJobId, processEvents } from "flag-webhooks/bullmq";
+import { webhookHandler } from "flag-webhooks/fetch";
+import { openTelemetry } from "flag-webhooks/otel";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { webhookHandler } from "../src/adapters/fetch.js";
-import { WebhookError, type WebhookEvent } from "../src/index.js";
-import { openTelemetry } from "../src/otel/index.js";
-import { enqueueTo, eventJobId, processEvents } from "../src/queue/bullmq.js";
 import { type Sdk, startSdk } from "./support/otel.js";
 import { type RedisServer, redisAvailability, startRedis, stopRedis } from "./support/redis-server.js";
 

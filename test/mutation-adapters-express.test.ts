@@ -2,10 +2,10 @@ import { createHmac } from "node:crypto";
 import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import express from "express";
+import { MemoryDedupeStore, type Telemetry } from "flag-webhooks";
+import { keepRawBody, webhookMiddleware } from "flag-webhooks/express";
 import { afterEach, describe, expect, it } from "vitest";
-import { keepRawBody, webhookMiddleware } from "../src/adapters/express.js";
-import { MemoryDedupeStore, type Telemetry } from "../src/index.js";
-import { close, listen } from "./http.js";
+import { close, listen } from "./support/http.js";
 import { signedDelivery } from "./support/signed-delivery.js";
 
 // The Express middleware (and the node:http helpers under it) over real HTTP: keepRawBody, an

@@ -1,7 +1,7 @@
 import { Writable } from "node:stream";
 import Fastify, { type FastifyInstance } from "fastify";
+import { webhookPlugin } from "flag-webhooks/fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { webhookPlugin } from "../src/adapters/fastify.js";
 import { signedDelivery } from "./support/signed-delivery.js";
 
 // The Fastify plugin in a real Fastify 5 app over real HTTP: which errors it answers itself, an

@@ -1,8 +1,8 @@
 import { createHmac } from "node:crypto";
+import { MemoryDedupeStore } from "flag-webhooks";
+import { type WebhookEnv, webhookMiddleware } from "flag-webhooks/hono";
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
-import { type WebhookEnv, webhookMiddleware } from "../src/adapters/hono.js";
-import { MemoryDedupeStore } from "../src/index.js";
 import { signedDelivery } from "./support/signed-delivery.js";
 
 // The Hono middleware with real Request objects through app.fetch: the Response onEvent returns,

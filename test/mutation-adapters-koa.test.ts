@@ -1,12 +1,12 @@
 import { createHmac } from "node:crypto";
 import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { MemoryDedupeStore } from "flag-webhooks";
+import { type KoaWebhookOptions, type WebhookState, webhookMiddleware } from "flag-webhooks/koa";
 import Koa from "koa";
 import { koaBody } from "koa-body";
 import { afterEach, describe, expect, it } from "vitest";
-import { type KoaWebhookOptions, type WebhookState, webhookMiddleware } from "../src/adapters/koa.js";
-import { MemoryDedupeStore } from "../src/index.js";
-import { close, listen } from "./http.js";
+import { close, listen } from "./support/http.js";
 import { signedDelivery } from "./support/signed-delivery.js";
 
 // The Koa middleware over real HTTP: what onEvent's own answers on ctx become, a downstream that

@@ -1,7 +1,7 @@
 import { createHmac } from "node:crypto";
+import { MemoryDedupeStore } from "flag-webhooks";
+import { type LambdaContext, type LambdaProxyEventV1, webhookHandler } from "flag-webhooks/lambda";
 import { describe, expect, it } from "vitest";
-import { type LambdaContext, type LambdaProxyEventV1, webhookHandler } from "../src/adapters/lambda.js";
-import { MemoryDedupeStore } from "../src/index.js";
 
 // The Lambda handler's edges, as API Gateway and function URLs hand them over: where the signature
 // is found, bodies that are absent, results onEvent builds itself, and what a non-HTTP event is

@@ -1,5 +1,5 @@
+import { createEvent, signedDelivery, signedRequest } from "flag-webhooks/testing";
 import { describe, expect, it } from "vitest";
-import { createEvent, signedDelivery, signedRequest } from "../src/testing/index.js";
 
 // The test kit's edges: overrides that are not plain objects, objects without a prototype, events
 // a test changes afterwards, and options that are not an object at all.

@@ -1,7 +1,7 @@
 import { createHmac } from "node:crypto";
+import { createRouter, MemoryDedupeStore, RedisDedupeStore, SIGNATURE_HEADER, verifyEvent } from "flag-webhooks";
+import { webhookHandler } from "flag-webhooks/fetch";
 import { describe, expect, it } from "vitest";
-import { webhookHandler } from "../src/adapters/fetch.js";
-import { createRouter, MemoryDedupeStore, RedisDedupeStore, SIGNATURE_HEADER, verifyEvent } from "../src/index.js";
 
 // The delivery layer's edges that the mutation run (issue 20, part 4) showed no test pinned down:
 // the replay window's exact bounds and the durations it takes, the limits on timer options, the

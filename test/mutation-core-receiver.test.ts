@@ -1,9 +1,9 @@
 import { createHmac, randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import { type DedupeStore, MemoryDedupeStore, SIGNATURE_HEADER, WebhookError } from "flag-webhooks";
+import { verifyRequest, type WebhookHandlerOptions, webhookHandler } from "flag-webhooks/fetch";
+import { webhookHandler as lambdaHandler } from "flag-webhooks/lambda";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { verifyRequest, type WebhookHandlerOptions, webhookHandler } from "../src/adapters/fetch.js";
-import { webhookHandler as lambdaHandler } from "../src/adapters/lambda.js";
-import { type DedupeStore, MemoryDedupeStore, SIGNATURE_HEADER, WebhookError } from "../src/index.js";
 
 // The receiver's decisions as a fetch user sees them (real Request and Response objects): the
 // exact answer to each refusal (status, code, message, headers), the option checks, what a reply

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
+import { DynamoDBDedupeStore } from "flag-webhooks/dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DynamoDBDedupeStore } from "../src/dynamodb/index.js";
 import { type Dynalite, startDynalite, stopDynalite } from "./support/dynalite.js";
 
 // The key a shared store writes for an event id under its scope (src/delivery/scope.ts), seen in

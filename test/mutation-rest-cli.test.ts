@@ -11,7 +11,7 @@ import { createApp } from "../examples/express.js";
 import type { Command } from "../src/cli/command.js";
 import { commands } from "../src/cli/commands.js";
 import { main } from "../src/cli/main.js";
-import { close, listen } from "./http.js";
+import { close, listen } from "./support/http.js";
 
 // The `flag-webhooks` command run in-process: main() with the process's environment and streams
 // replaced by real Node streams, the way bin.ts calls it. test/cli.test.ts runs the installed

@@ -1,9 +1,9 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import { connect, type Socket } from "node:net";
+import type { WebhookError } from "flag-webhooks";
+import { webhookMiddleware } from "flag-webhooks/express";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { webhookMiddleware } from "../src/adapters/express.js";
-import type { WebhookError } from "../src/index.js";
-import { close, listen } from "./http.js";
+import { close, listen } from "./support/http.js";
 import { signedDelivery } from "./support/signed-delivery.js";
 
 // How the Node adapters read a body from the stream (src/node/read-body.ts), seen from outside: a

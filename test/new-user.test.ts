@@ -2,15 +2,15 @@ import { createHmac } from "node:crypto";
 import { createServer } from "node:http";
 import { bodyParser } from "@koa/bodyparser";
 import express from "express";
+import { verifyEvent, type WebhookEvent } from "flag-webhooks";
+import { webhookMiddleware as expressMiddleware, keepRawBody } from "flag-webhooks/express";
+import { webhookHandler } from "flag-webhooks/fetch";
+import { webhookMiddleware as koaMiddleware, type WebhookState } from "flag-webhooks/koa";
 import Koa from "koa";
 import { koaBody } from "koa-body";
 import supertest from "supertest";
 import { describe, expect, it } from "vitest";
-import { webhookMiddleware as expressMiddleware, keepRawBody } from "../src/adapters/express.js";
-import { webhookHandler } from "../src/adapters/fetch.js";
-import { webhookMiddleware as koaMiddleware, type WebhookState } from "../src/adapters/koa.js";
-import { verifyEvent, type WebhookEvent } from "../src/index.js";
-import { vector } from "./vectors.js";
+import { vector } from "./support/vectors.js";
 
 // Issue 7, part 2: the rough edges a new user hit in real apps, each through the public API.
 

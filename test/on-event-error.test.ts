@@ -1,12 +1,12 @@
 import express from "express";
+import { WebhookError } from "flag-webhooks";
+import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
+import { webhookHandler } from "flag-webhooks/fetch";
+import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
 import Koa from "koa";
 import supertest from "supertest";
 import { describe, expect, it } from "vitest";
-import { webhookMiddleware as expressMiddleware } from "../src/adapters/express.js";
-import { webhookHandler } from "../src/adapters/fetch.js";
-import { webhookMiddleware as koaMiddleware } from "../src/adapters/koa.js";
-import { WebhookError } from "../src/index.js";
-import { vector } from "./vectors.js";
+import { vector } from "./support/vectors.js";
 
 // A handler that cannot take the event now (its queue is down) throws a WebhookError to choose
 // the answer: every adapter sends that error's status, never 2xx and never a generic 500.

@@ -1,6 +1,6 @@
+import { type DedupeStore, MemoryDedupeStore } from "flag-webhooks";
+import { webhookHandler } from "flag-webhooks/fetch";
 import { describe, expect, it } from "vitest";
-import { webhookHandler } from "../src/adapters/fetch.js";
-import { type DedupeStore, MemoryDedupeStore } from "../src/index.js";
 import { signedDelivery } from "./support/signed-delivery.js";
 
 // Found by attacking issue 15 items 7 and 8 (fail closed): a store that answers claim() with something

@@ -1,10 +1,10 @@
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { SIGNATURE_HEADER, verifyEvent, verifySignature } from "flag-webhooks";
+import { createEmulator, type Delivery, type Emulator, type EmulatorOptions } from "flag-webhooks/emulator";
 import { afterEach, describe, expect, it } from "vitest";
-import { createEmulator, type Delivery, type Emulator, type EmulatorOptions } from "../../src/emulator/index.js";
-import { SIGNATURE_HEADER, verifyEvent, verifySignature } from "../../src/index.js";
-import { call, type Received, receiver, until } from "./helpers.js";
+import { call, type Received, receiver, until } from "../support/emulator.js";
 
 // Section 6 of the interface document: every change becomes a signed POST to every webhook
 // subscribed to its type and environment; plus the emulator's retry policy and its own endpoints.

@@ -2,13 +2,13 @@ import { spawn } from "node:child_process";
 import type { Server } from "node:http";
 import { resolve } from "node:path";
 import express from "express";
+import type { FlagChange, WebhookEvent } from "flag-webhooks";
+import { createEmulator, type Emulator } from "flag-webhooks/emulator";
 import { webhookMiddleware } from "flag-webhooks/express";
 import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
 import { createApp } from "../../examples/express.js";
-import { createEmulator, type Emulator } from "../../src/emulator/index.js";
-import type { FlagChange, WebhookEvent } from "../../src/index.js";
-import { close, listen } from "../http.js";
-import { call, until } from "./helpers.js";
+import { call, until } from "../support/emulator.js";
+import { close, listen } from "../support/http.js";
 
 // End to end: the emulator sends real signed deliveries to a real Express app using our
 // middleware, over real HTTP, as a developer's laptop would with `flag-webhooks dev --forward`.

@@ -3,9 +3,9 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createEmulator, type Delivery, type Emulator, type EmulatorOptions } from "flag-webhooks/emulator";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { createEmulator, type Delivery, type Emulator, type EmulatorOptions } from "../../src/emulator/index.js";
-import { call, until } from "./helpers.js";
+import { call, until } from "../support/emulator.js";
 
 // The emulator's sender in detail, over real HTTP: what each delivery and attempt records, when
 // the next attempt is due, how much of an answer is kept, which deliveries a deleted webhook

@@ -2,8 +2,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { Agent, get } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createEmulator, type Emulator } from "flag-webhooks/emulator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEmulator, type Emulator } from "../../src/emulator/index.js";
 import { findPageRoot } from "../../src/emulator/page.js";
 
 // The page's files as a client gets them over HTTP, without a browser (test/emulator/page.test.ts

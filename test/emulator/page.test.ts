@@ -2,13 +2,13 @@ import { existsSync, mkdirSync } from "node:fs";
 import type { Server } from "node:http";
 import { resolve } from "node:path";
 import express from "express";
+import { MemoryDedupeStore, type WebhookEvent } from "flag-webhooks";
+import { createEmulator, type Emulator } from "flag-webhooks/emulator";
 import { webhookMiddleware } from "flag-webhooks/express";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEmulator, type Emulator } from "../../src/emulator/index.js";
-import { MemoryDedupeStore, type WebhookEvent } from "../../src/index.js";
-import { close, listen } from "../http.js";
-import { call } from "./helpers.js";
+import { call } from "../support/emulator.js";
+import { close, listen } from "../support/http.js";
 
 // The emulator's page in a real browser: Debian's chromium driven by playwright-core, against a
 // real emulator delivering to a real Express app with our middleware.

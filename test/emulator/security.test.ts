@@ -13,9 +13,9 @@ import {
 import { request } from "node:http";
 import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
+import { createEmulator, type Emulator, type EmulatorOptions } from "flag-webhooks/emulator";
 import { afterEach, describe, expect, it } from "vitest";
-import { createEmulator, type Emulator, type EmulatorOptions } from "../../src/emulator/index.js";
-import { call, receiver, until } from "./helpers.js";
+import { call, receiver, until } from "../support/emulator.js";
 
 // The emulator runs on developers' machines and inside their test processes: what a web page,
 // another process or a planted file can make it do (issue 16, items 1 to 4, 11).

@@ -8,10 +8,11 @@
  * Importing this module first also installs the HMAC probe below, so it must be evaluated before
  * flag-webhooks is loaded: the library picks its HMAC implementation once, at load.
  */
+
+import type * as Core from "flag-webhooks";
+import type * as Adapter from "flag-webhooks/fetch";
+import type * as HonoAdapter from "flag-webhooks/hono";
 import type { Hono } from "hono";
-import type * as Adapter from "../../src/adapters/fetch.js";
-import type * as HonoAdapter from "../../src/adapters/hono.js";
-import type * as Core from "../../src/index.js";
 
 /** One delivery of the case table, as JSON: bytes as hex, signatures already computed. */
 export interface WireCase {

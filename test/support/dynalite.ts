@@ -8,7 +8,7 @@ import {
   ScanCommand,
 } from "@aws-sdk/client-dynamodb";
 import dynalite from "dynalite";
-import { dedupeTable } from "../../src/dynamodb/index.js";
+import { dedupeTable } from "flag-webhooks/dynamodb";
 
 /**
  * dynalite, an implementation of the DynamoDB API on LevelDB (in memory here), served from this

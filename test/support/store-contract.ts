@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { DedupeStore } from "flag-webhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { DedupeStore } from "../../src/index.js";
 
 // The DedupeStore contract, one suite that every store runs: the in-process MemoryDedupeStore,
 // RedisDedupeStore over each client, and every store added later. Real time, short ttls.
