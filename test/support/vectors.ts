@@ -36,3 +36,15 @@ export function vector(name: string): Vector {
   if (!found) throw new Error(`no vector named ${name} in ${file}`);
   return found;
 }
+
+/** The event of the compact flag.updated vector, parsed: the sample the core's tests start from. */
+export function sampleEvent(): Record<string, any> {
+  return JSON.parse(vector("flag-updated-compact").body.toString("utf8"));
+}
+
+/** The sample event's JSON, with `edit` applied to a copy of it first. */
+export function sampleJson(edit: (event: Record<string, any>) => void = () => {}): string {
+  const event = sampleEvent();
+  edit(event);
+  return JSON.stringify(event);
+}
