@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { parseEvent, sign, verifySignature, WebhookError } from "flag-webhooks";
 import { describe, expect, it } from "vitest";
 
-// Bounded property tests (issue 4); `npm run fuzz` runs the same properties over a million inputs.
+// Bounded property tests; `npm run fuzz` runs the same properties over a million inputs.
 const secrets = fc.string({ unit: "binary", minLength: 1, maxLength: 80 });
 const bodies = fc.uint8Array({ maxLength: 2048 });
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex");
@@ -292,6 +292,71 @@ describe("createdAt properties", () => {
           expect(refused(`${date.toISOString().slice(0, 19)}${sign}${pad(hours)}:${pad(minutes)}`)).toBe(true);
         },
       ),
+    );
+  });
+});
+
+describe("createdAt against a plain reading of the grammar", () => {
+  // The parser reads createdAt from character codes, for speed; a capturing pattern with a
+  // calendar check is the plain reading of the same grammar, and the two must agree everywhere.
+  const TIMESTAMP = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?(?:Z|\+00:00)$/;
+  const DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+  function reference(text: string): boolean {
+    const match = TIMESTAMP.exec(text);
+    if (!match) return false;
+    const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as number[] as [
+      number,
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
+    if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return false;
+    const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+    return day <= (month === 2 && leap ? 29 : (DAYS[month - 1] as number));
+  }
+  function accepted(createdAt: string): boolean {
+    try {
+      parseEvent(JSON.stringify({ id: "evt_1", type: "flag.created", createdAt, environment: "p", data: {} }));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+  const two = (max: number) => fc.integer({ min: 0, max }).map((n) => String(n).padStart(2, "0"));
+
+  it("agrees with the capturing pattern on dates near every boundary", () => {
+    const stamp = fc
+      .tuple(
+        fc.constantFrom("0000", "1900", "2000", "2023", "2024", "2100", "2400", "9999"),
+        two(13),
+        two(32),
+        two(25),
+        two(61),
+        two(61),
+        fc.constantFrom("", ".5", ".123456789", "."),
+        fc.constantFrom("Z", "+00:00", "z", "+01:00", ""),
+      )
+      .map(([y, mo, d, h, mi, s, frac, zone]) => `${y}-${mo}-${d}T${h}:${mi}:${s}${frac}${zone}`);
+    fc.assert(
+      fc.property(stamp, (text) => accepted(text) === reference(text)),
+      { numRuns: 2000 },
+    );
+    expect(accepted("2024-02-29T23:59:59.999Z")).toBe(true);
+    expect(accepted("2023-02-29T00:00:00Z")).toBe(false);
+    expect(accepted("2100-02-29T00:00:00Z")).toBe(false);
+    expect(accepted("2000-02-29T00:00:00+00:00")).toBe(true);
+  });
+
+  it("agrees with it on arbitrary text over the pattern's alphabet and beyond", () => {
+    const chars = fc.constantFrom(..."0123456789-:TZ+.", "٣", "\uff10", "\n", "é");
+    fc.assert(
+      fc.property(fc.array(chars, { minLength: 18, maxLength: 30 }), (parts) => {
+        const text = parts.join("");
+        return accepted(text) === reference(text);
+      }),
+      { numRuns: 2000 },
     );
   });
 });

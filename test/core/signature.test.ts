@@ -1,8 +1,12 @@
+import { createHmac } from "node:crypto";
+import { verifySignature } from "flag-webhooks";
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { backends } from "../support/backends.js";
 import { vector, vectors } from "../support/vectors.js";
 
 const compact = vector("flag-updated-compact");
+// Node's own HMAC, independent of the package, for signatures of bodies the vectors do not hold.
+const mac = (secret: string, body: string | Uint8Array) => createHmac("sha256", secret).update(body).digest("hex");
 
 describe.each(backends)("signatures on $name", ({ name, load }) => {
   let core: Awaited<ReturnType<typeof load>>;
@@ -149,7 +153,7 @@ describe.each(backends)("signatures on $name", ({ name, load }) => {
       signature: compact.signature,
     });
     await expect(call).rejects.toThrow(/"payload" must be the raw body as a string or bytes, got a parsed object/);
-    // The hint the README promises: what to use instead, framework by framework (issue 7).
+    // The hint the README promises: what to use instead, framework by framework.
     await expect(call).rejects.toThrow(/express\.raw\(\{ type: "\*\/\*" \}\)/);
     await expect(call).rejects.toThrow(/request\.text\(\)/);
     await expect(call).rejects.toThrow(/rawBody: true/);
@@ -186,6 +190,128 @@ describe.each(backends)("signatures on $name", ({ name, load }) => {
     expect(await verifyFresh()).toBe(true);
     expect(await verifyFresh()).toBe(true);
     expect(prepared()).toBe(afterFirst + 33);
+  });
+
+  it("refuses every header that is not exactly 64 lowercase hex characters, whatever its length or alphabet", async () => {
+    const body = "payload";
+    const right = mac(compact.secret, body);
+    const hostile = [
+      right.toUpperCase(),
+      right.slice(0, 63),
+      `${right}0`,
+      `${right.slice(0, 63)}é`,
+      `${right.slice(0, 63)}٣`, // an Arabic-Indic digit: \d without the u flag is ASCII only
+      `${right.slice(0, 63)}\uff10`, // fullwidth zero
+      `${right.slice(0, 62)}\u{1F600}`, // 64 UTF-16 units, 63 characters
+      "é".repeat(64), // 64 latin1 characters, none hex
+      `${right.slice(0, 63)}\n`,
+      ` ${right}`,
+      `${right}\n`,
+      `sha256=${right}`,
+      "",
+      [right, right],
+      [right],
+      undefined,
+      null,
+    ];
+    for (const signature of hostile) {
+      expect(
+        await core.verifySignature({ secret: compact.secret, payload: body, signature }),
+        JSON.stringify(signature),
+      ).toBe(false);
+      expect(await core.verifySignature({ secret: [compact.secret, "x"], payload: body, signature })).toBe(false);
+    }
+    // And the right one still passes after all of them (nothing stuck in a kept buffer).
+    expect(await core.verifySignature({ secret: compact.secret, payload: body, signature: right })).toBe(true);
+  });
+
+  it("answers each of many interleaved calls for itself (mixed secrets, payload types, verdicts)", async () => {
+    const calls = Array.from({ length: 300 }, (_, i) => {
+      const secret = `secret-${i % 7}`;
+      const text = `body ${i} ${"x".repeat(i)}`;
+      const payload = i % 3 === 0 ? text : i % 3 === 1 ? new TextEncoder().encode(text) : Buffer.from(text);
+      const valid = i % 4 !== 0;
+      const signature = valid ? mac(secret, text) : mac(secret, `${text}!`);
+      const list = i % 2 === 0 ? secret : ["not-it", secret];
+      return { promise: core.verifySignature({ secret: list, payload, signature }), valid };
+    });
+    const results = await Promise.all(calls.map((c) => c.promise));
+    expect(results).toEqual(calls.map((c) => c.valid));
+  });
+
+  it("rejects, never throws, whatever the options are", async () => {
+    const hostile: unknown[] = [
+      undefined,
+      null,
+      42,
+      "secret",
+      {},
+      { secret: compact.secret },
+      { secret: compact.secret, payload: { parsed: true }, signature: "a".repeat(64) },
+      { secret: [], payload: "x", signature: "a".repeat(64) },
+      { secret: ["ok", 1], payload: "x", signature: "a".repeat(64) },
+      {
+        get secret() {
+          throw new Error("a getter that throws");
+        },
+      },
+      new Proxy(
+        {},
+        {
+          get() {
+            throw new Error("a proxy that throws");
+          },
+        },
+      ),
+    ];
+    for (const options of hostile) {
+      let result: Promise<boolean> | undefined;
+      expect(() => {
+        result = core.verifySignature(options as never);
+      }).not.toThrow();
+      await expect(result).rejects.toThrow();
+    }
+  });
+});
+
+describe("verifySignature keeps no state between calls", () => {
+  const SECRET = compact.secret;
+  const bytes = new TextEncoder().encode('{"id":"evt_outer"}');
+
+  it("verifies a payload view whose getter runs another verification meanwhile", async () => {
+    // A DataView is a valid Payload, and reading its byteOffset may run any code, another
+    // verification included: the node:crypto back-end compares in two buffers it keeps, which
+    // such a nested call must not overwrite between the write of the header and the comparison.
+    function reentrant(inner: { payload: string | Uint8Array; signature: string }): DataView {
+      const view = new DataView(bytes.buffer);
+      Object.defineProperty(view, "byteOffset", {
+        get() {
+          void verifySignature({ secret: SECRET, ...inner });
+          return 0;
+        },
+      });
+      return view;
+    }
+    const right = mac(SECRET, bytes);
+    const forged = "0".repeat(64);
+    // The genuine signature passes.
+    const genuine = reentrant({ payload: "inner", signature: mac(SECRET, "inner") });
+    expect(await verifySignature({ secret: SECRET, payload: genuine, signature: right })).toBe(true);
+    // A forged one does not, though the inner call computed the right MAC meanwhile.
+    const forgery = reentrant({ payload: bytes, signature: right });
+    expect(await verifySignature({ secret: SECRET, payload: forgery, signature: forged })).toBe(false);
+  });
+
+  it("keeps one caller's tampering with its returned promise from changing another caller's answer", async () => {
+    const refused = verifySignature({ secret: SECRET, payload: "a", signature: "0".repeat(64) });
+    // A caller (or an instrumentation library) decorating the promise it was given:
+    // (On a frozen promise the assignment does nothing: that is one acceptable fix.)
+    Reflect.set(refused, "then", (onFulfilled: (value: boolean) => unknown) => Promise.resolve(true).then(onFulfilled));
+    const other = verifySignature({ secret: SECRET, payload: "b", signature: "1".repeat(64) });
+    const answer = await new Promise<boolean>((done) => {
+      other.then(done);
+    });
+    expect(answer).toBe(false);
   });
 });
 

@@ -68,4 +68,13 @@ describe("createRouter", () => {
     expect(() => createRouter().on("flag.updated", "nope" as never)).toThrow(TypeError);
     expect(() => createRouter().onAny(undefined as never)).toThrow(/must be a function/);
   });
+
+  it.each([[["flag.updated", 5]], [[null]], [5], [null], [{ length: 1 }]])(
+    "refuses to route %j, saying what it takes",
+    (types) => {
+      expect(() => createRouter().on(types as never, () => {})).toThrow(
+        new TypeError("flag-webhooks: router.on() takes an event type or a list of them"),
+      );
+    },
+  );
 });
