@@ -1,104 +1,265 @@
 import { createServer, type Server } from "node:http";
 import express from "express";
-import { MemoryDedupeStore } from "flag-webhooks";
+import { MemoryDedupeStore, SIGNATURE_HEADER, WebhookError } from "flag-webhooks";
 import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
 import { webhookHandler } from "flag-webhooks/fetch";
 import { webhookHandler as lambdaHandler } from "flag-webhooks/lambda";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { delivery } from "../support/deliveries.js";
 import { close, listen } from "../support/http.js";
-import { signedDelivery } from "../support/signed-delivery.js";
+import {
+  body,
+  error,
+  handler,
+  JSON_TYPE,
+  type Options,
+  recordingStore,
+  refusal,
+  request,
+  SECRET,
+  seen,
+} from "../support/receiver.js";
 
-// Found by attacking issue 15 item 2 ("any answer that is not 2xx must release the claim"): values that
-// onEvent returns which the receiver does not recognise, or cannot write, must never turn into a
-// 2xx that marks the event handled. Failed on 832a504, before the fix.
+// What the receiver answers, as a fetch user sees it: each refusal's status, error body and
+// headers, and what onEvent's return value or throw becomes. An answer that is not 2xx never
+// marks the event handled: a value onEvent returns that the receiver does not recognise, or
+// cannot write, is a handler failure (500), and the claim is released for the sender's retry.
+// The same answers through every adapter: test/receiver/every-adapter.test.ts.
 
-const SECRET = "attack-reply-secret";
-const delivery = () => signedDelivery(SECRET);
 const dedupe = () => ({ store: new MemoryDedupeStore(), ttl: 60_000 });
 const quiet = () => undefined;
 
-describe("fetch: a returned reply whose status is no HTTP status is not a 204 that marks the event done", () => {
-  it.each<[string, unknown]>([
-    ["a string status", "503"],
-    ["a status above 599", 600],
-    ["a 1xx status", 199],
-    ["a fractional status", 503.5],
-  ])("%s", async (_name, status) => {
-    let runs = 0;
-    const handler = webhookHandler({
-      secret: SECRET,
-      dedupe: dedupe(),
-      onError: quiet,
-      onEvent: () => {
-        runs++;
-        return runs === 1 ? { status } : undefined;
-      },
+describe("refusals: status, error body and headers", () => {
+  it("405 to another method, with Allow: POST, closing the connection", async () => {
+    const answer = await seen(await handler({})(await request(body(), { method: "PUT" })));
+    expect(answer).toEqual({
+      ...refusal,
+      status: 405,
+      allow: "POST",
+      close: "close",
+      body: error("method_not_allowed", "method PUT not allowed: deliveries are POST"),
     });
-    const d = delivery();
-    const request = () =>
-      new Request("http://localhost/webhooks", { method: "POST", body: d.body, headers: d.headers });
-    const first = await handler(request());
-    // Today: 204, and the event counts as handled, so the sender never retries what the handler refused.
-    expect(first.status).not.toBe(204);
-    const retry = await handler(request());
-    expect([retry.status, retry.headers.get("webhook-duplicate")]).toEqual([204, null]);
-    expect(runs).toBe(2);
+  });
+
+  it("401 missing_signature closes the connection, unread; a wrong one does not", async () => {
+    const missing = await seen(await handler({})(await request(body(), { headers: {} })));
+    expect(missing).toEqual({
+      ...refusal,
+      status: 401,
+      close: "close",
+      body: error("missing_signature", `missing ${SIGNATURE_HEADER} header`),
+    });
+    const wrong = await seen(
+      await handler({})(await request(body(), { headers: { [SIGNATURE_HEADER]: "0".repeat(64) } })),
+    );
+    expect(wrong).toEqual({
+      ...refusal,
+      status: 401,
+      body: error("invalid_signature", `${SIGNATURE_HEADER} header is not the HMAC-SHA256 of the body`),
+    });
+  });
+
+  it("413 past the limit, closing the connection", async () => {
+    const answer = await seen(await handler({ limit: 10 })(await request()));
+    expect(answer).toEqual({
+      ...refusal,
+      status: 413,
+      close: "close",
+      body: error("payload_too_large", "body is larger than the limit of 10 bytes"),
+    });
+  });
+
+  it("refuses a missing signature before reading the body: no 413 for an unsigned oversized body", async () => {
+    const answer = await seen(await handler({ limit: 10 })(await request(body(), { headers: {} })));
+    expect(answer.status).toBe(401);
+    expect(answer.body).toEqual(error("missing_signature", `missing ${SIGNATURE_HEADER} header`));
+  });
+
+  it("500 handler_error without the thrown message, which goes to onError", async () => {
+    const errors: unknown[] = [];
+    const thrown = new Error("database password is hunter2");
+    const answer = await seen(
+      await handler({ onEvent: () => Promise.reject(thrown), onError: (e) => void errors.push(e) })(await request()),
+    );
+    expect(answer).toEqual({ ...refusal, status: 500, body: error("handler_error", "the webhook handler failed") });
+    expect(errors).toEqual([thrown]);
+  });
+
+  it("a WebhookError the handler throws keeps its status and message, with Retry-After, and goes to onRejected", async () => {
+    const rejected: WebhookError[] = [];
+    const errors: unknown[] = [];
+    const thrown = new WebhookError("store_unavailable", "the queue is full");
+    const answer = await seen(
+      await handler({
+        onEvent: () => {
+          throw thrown;
+        },
+        onRejected: (e) => void rejected.push(e),
+        onError: (e) => void errors.push(e),
+      })(await request()),
+    );
+    expect(answer).toEqual({
+      ...refusal,
+      status: 503,
+      retryAfter: "10",
+      body: error("store_unavailable", "the queue is full"),
+    });
+    expect(rejected).toEqual([thrown]);
+    expect(errors).toEqual([]);
+  });
+
+  it("409 to a copy while the first is handled, with Retry-After: 5; 204 webhook-duplicate after", async () => {
+    const text = body("evt_busy");
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const store = new MemoryDedupeStore();
+    const receive = handler({ dedupe: { store, ttl: "1h" }, onEvent: () => gate });
+    const first = receive(await request(text));
+    await vi.waitFor(() => expect(store.size).toBe(1));
+    const busy = await seen(await receive(await request(text)));
+    expect(busy).toEqual({
+      ...refusal,
+      status: 409,
+      retryAfter: "5",
+      body: error("delivery_in_progress", "event evt_busy is being handled by another delivery; retry later"),
+    });
+    release();
+    expect((await first).status).toBe(204);
+    const copy = await seen(await receive(await request(text)));
+    expect(copy).toEqual({ ...refusal, type: null, status: 204, duplicate: "true", body: null });
+  });
+
+  it("503 store_unavailable when the store throws, with Retry-After: 10 and the cause reported", async () => {
+    const errors: unknown[] = [];
+    const broken = new Error("ECONNREFUSED");
+    const store = { ...recordingStore(), claim: () => Promise.reject(broken) };
+    const answer = await seen(
+      await handler({ dedupe: { store, ttl: "1h" }, onError: (e) => void errors.push(e) })(await request()),
+    );
+    expect(answer).toEqual({
+      ...refusal,
+      status: 503,
+      retryAfter: "10",
+      body: error("store_unavailable", "the dedupe store is unavailable; retry later"),
+    });
+    expect(errors).toEqual([broken]);
   });
 });
 
-describe("Lambda: a proxy result whose statusCode is not a whole number is not swallowed into 204-and-done", () => {
-  // AWS's own blueprints build `statusCode: err ? "400" : "200"`: string status codes are common.
-  it.each<[string, unknown]>([
-    ["a string statusCode", "503"],
-    ["a fractional statusCode", 503.5],
-  ])("%s", async (_name, statusCode) => {
-    let runs = 0;
-    const handler = lambdaHandler({
-      secret: SECRET,
-      dedupe: dedupe(),
-      onError: quiet,
-      onEvent: () => {
-        runs++;
-        return runs === 1 ? { statusCode, body: "busy" } : undefined;
-      },
-    });
-    const d = delivery();
-    const event = { httpMethod: "POST", headers: d.headers, body: d.body };
-    const context = { awsRequestId: "r", getRemainingTimeInMillis: () => 30_000 };
-    const first = await handler(event, context);
-    // Today: { statusCode: 204, body: "" }: the handler's result is dropped and the event marked done.
-    expect(Number(first.statusCode)).not.toBe(204);
-    const retry = await handler(event, context);
-    expect([retry.statusCode, retry.headers?.["webhook-duplicate"]]).toEqual([204, undefined]);
-    expect(runs).toBe(2);
-  });
-});
+describe("what onEvent returns", () => {
+  const answerTo = async (value: unknown, options: Options = {}) =>
+    seen(await handler({ onEvent: () => value, ...options })(await request()));
 
-describe("Lambda: a proxy result API Gateway cannot read is not passed on as a 2xx that marks the event done", () => {
-  it("a body that is an object, not a string (API Gateway answers 502 Malformed Lambda proxy response)", async () => {
-    let runs = 0;
-    const handler = lambdaHandler({
-      secret: SECRET,
-      dedupe: dedupe(),
-      onError: quiet,
-      onEvent: () => {
-        runs++;
-        return { statusCode: 200, body: { ok: true } };
-      },
+  it("a reply with a JSON body gets a JSON content type, unless it names its own in any case", async () => {
+    expect(await answerTo({ status: 202, body: { queued: true } })).toMatchObject({
+      status: 202,
+      type: JSON_TYPE,
+      body: { queued: true },
     });
-    const d = delivery();
-    const event = { httpMethod: "POST", headers: d.headers, body: d.body };
-    const context = { awsRequestId: "r", getRemainingTimeInMillis: () => 30_000 };
-    const first = await handler(event, context);
-    // Either the result is made well-formed (a string body), or the delivery fails and is released:
-    // what must not happen is a 502 at API Gateway for an id already marked done (the case before the fix).
-    expect(typeof first.body).toBe("string");
-    const retry = await handler(event, context);
-    if (first.statusCode >= 200 && first.statusCode <= 299) {
-      expect([retry.statusCode, runs]).toEqual([204, 1]);
-    } else {
-      expect(runs).toBe(2);
+    expect(
+      await answerTo({ status: 200, headers: { "Content-Type": "application/vnd.x+json" }, body: [1] }),
+    ).toMatchObject({ status: 200, type: "application/vnd.x+json", body: "[1]" });
+  });
+
+  it("a string body is sent as it is, with no JSON content type; a null body is no body", async () => {
+    const text = await handler({ onEvent: () => ({ status: 200, body: "ok" }) })(await request());
+    expect([text.status, text.headers.get("content-type"), await text.text()]).toEqual([
+      200,
+      "text/plain;charset=UTF-8",
+      "ok",
+    ]);
+    expect(await answerTo({ status: 202, body: null })).toMatchObject({ status: 202, type: null, body: null });
+    expect(await answerTo({ status: 299, headers: { "x-run": "1" } })).toMatchObject({ status: 299, body: null });
+  });
+
+  it("takes reply statuses from 200 to 599, bounds included", async () => {
+    expect(await answerTo({ status: 200 })).toMatchObject({ status: 200, body: null, close: null });
+    expect(await answerTo({ status: 599 })).toMatchObject({ status: 599, body: null });
+  });
+
+  it("an object that is not a plain object is no reply: 204", async () => {
+    class Job {
+      status = 202;
     }
+    expect(await answerTo(new Job())).toMatchObject({ status: 204, body: null });
+    const bare = Object.assign(Object.create(null), { status: 201 });
+    expect(await answerTo(bare)).toMatchObject({ status: 201 });
+    expect(await answerTo({ ok: true })).toMatchObject({ status: 204, close: null });
+    expect(await answerTo("done")).toMatchObject({ status: 204 });
+  });
+
+  it.each([
+    ["503", '"503"'],
+    [600, '"600"'],
+    [199, '"199"'],
+    [503.5, '"503.5"'],
+    ["x".repeat(100), `"${"x".repeat(39)}`],
+  ])(
+    "a reply whose status is %j is a handler failure (500), reported, and the retry runs the handler again",
+    async (status, shown) => {
+      let runs = 0;
+      const errors: unknown[] = [];
+      const receive = handler({
+        dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 },
+        onError: (e) => void errors.push(e),
+        onEvent: () => (++runs === 1 ? { status } : undefined),
+      });
+      const text = body();
+      expect(await seen(await receive(await request(text)))).toMatchObject({
+        status: 500,
+        body: error("handler_error", "the webhook handler failed"),
+      });
+      expect(errors).toEqual([
+        new TypeError(
+          `flag-webhooks: onEvent returned a reply whose status ${shown} is not a whole number from 200 to 599`,
+        ),
+      ]);
+      // No 2xx went out, so the event is not handled: the sender's retry runs the handler again.
+      const retry = await receive(await request(text));
+      expect([retry.status, retry.headers.get("webhook-duplicate"), runs]).toEqual([204, null, 2]);
+    },
+  );
+
+  it.each([
+    ["bad header", "1", '"bad header"'],
+    ["x-ok", "a\r\nset-cookie: x=1", '"x-ok"'],
+    ["x-nul", "a\0b", '"x-nul"'],
+    ["é", "1", '"é"'],
+  ])("a reply header %j: %j cannot be sent: 500, reported", async (name, value, shown) => {
+    const errors: unknown[] = [];
+    const answer = await answerTo({ status: 200, headers: { [name]: value } }, { onError: (e) => void errors.push(e) });
+    expect(answer.status).toBe(500);
+    expect(errors).toEqual([
+      new TypeError(`flag-webhooks: onEvent returned a reply header ${shown} that cannot be sent`),
+    ]);
+  });
+
+  it("a Response is answered as it is", async () => {
+    const response = new Response("made here", { status: 202, headers: { "x-own": "yes" } });
+    const answer = await handler({ onEvent: () => response })(await request());
+    expect(answer).toBe(response);
+  });
+
+  it("shows at most 40 characters of a reply header name that cannot be sent", async () => {
+    const errors: unknown[] = [];
+    const name = `${"x".repeat(45)} y`;
+    const answer = await handler({
+      onEvent: () => ({ status: 200, headers: { [name]: "1" } }),
+      onError: (e) => void errors.push(e),
+    })(await request());
+    expect(answer.status).toBe(500);
+    expect(errors).toEqual([
+      new TypeError(`flag-webhooks: onEvent returned a reply header "${"x".repeat(40)}" that cannot be sent`),
+    ]);
+  });
+
+  it("a reply without a body gets no content type", async () => {
+    const answer = await seen(
+      await handler({ onEvent: () => ({ status: 202, headers: { "x-run": "1" } }) })(await request()),
+    );
+    expect(answer).toMatchObject({ status: 202, type: null, body: null, close: null });
   });
 });
 
@@ -115,11 +276,11 @@ describe("a reply that cannot be written releases the claim and answers our JSON
         return runs === 1 ? { status: 200, body: { count: 1n } } : undefined;
       },
     });
-    const d = delivery();
+    const d = await delivery(SECRET);
     const request = () =>
       new Request("http://localhost/webhooks", { method: "POST", body: d.body, headers: d.headers });
-    // Today: handle() rejects with the TypeError (the runtime answers its own 500) and the claim
-    // is never settled: every retry gets 409 for the whole inFlightTtl (60 s).
+    // Not a rejection of handle() (the runtime would answer its own 500 and the claim would never be
+    // settled, every retry a 409 for the whole inFlightTtl): our 500, and the claim released.
     const first = await handler(request()).catch((error: unknown) => error);
     expect(first).toBeInstanceOf(Response);
     expect((first as Response).status).toBe(500);
@@ -141,7 +302,7 @@ describe("a reply that cannot be written releases the claim and answers our JSON
         return runs === 1 ? { status: 200, body: { count: 1n } } : undefined;
       },
     });
-    const d = delivery();
+    const d = await delivery(SECRET);
     const event = { httpMethod: "POST", headers: d.headers, body: d.body };
     const context = { awsRequestId: "r", getRemainingTimeInMillis: () => 30_000 };
     const first = await handler(event, context).catch((error: unknown) => error);
@@ -180,7 +341,7 @@ describe("a reply that cannot be written releases the claim and answers our JSON
     });
     server = await listen(createServer(app));
     const { port } = server.address() as { port: number };
-    const d = delivery();
+    const d = await delivery(SECRET);
     const post = () => fetch(`http://127.0.0.1:${port}/webhooks`, { method: "POST", body: d.body, headers: d.headers });
     const first = await post();
     await first.arrayBuffer();
@@ -221,7 +382,7 @@ describe("another adapter's answer returned where it is not answered is a handle
     );
     server = await listen(createServer(app));
     const { port } = server.address() as { port: number };
-    const d = delivery();
+    const d = await delivery(SECRET);
     const post = () => fetch(`http://127.0.0.1:${port}/webhooks`, { method: "POST", body: d.body, headers: d.headers });
     const first = await post();
     expect([first.status, ((await first.json()) as { error: { code: string } }).error.code]).toEqual([
@@ -234,7 +395,7 @@ describe("another adapter's answer returned where it is not answered is a handle
   });
 
   it("fetch, a Lambda result: 500; Lambda, a fetch Response: 500", async () => {
-    const d = delivery();
+    const d = await delivery(SECRET);
     const errors: unknown[] = [];
     const fetchAnswer = await webhookHandler({
       secret: SECRET,
@@ -252,7 +413,7 @@ describe("another adapter's answer returned where it is not answered is a handle
   });
 
   it("a reply with both status and statusCode is a WebhookReply, answered by its status", async () => {
-    const d = delivery();
+    const d = await delivery(SECRET);
     const answer = await webhookHandler({ secret: SECRET, onEvent: () => ({ status: 202, statusCode: 500 }) })(
       new Request("http://localhost/webhooks", { method: "POST", body: d.body, headers: d.headers }),
     );

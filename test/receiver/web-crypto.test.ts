@@ -1,10 +1,11 @@
-import { createHmac, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { signatureOf } from "../support/deliveries.js";
 
 // The receiver where verification is asynchronous: a runtime without node:crypto (a Worker
 // without nodejs_compat, a browser-like runtime) verifies with Web Crypto, so the event arrives
 // as a promise and the receiver's asynchronous steps run. The real runtimes run the shared cases
-// in test/runtimes.test.ts and test/cloudflare.test.ts, from dist/; here the same path runs in
+// in test/runtimes/ and test/queues/cloudflare.test.ts, from dist/; here the same path runs in
 // Node from src/, where the receiver's mutation run can see it: the package is loaded afresh with
 // process.getBuiltinModule taken away, as such a runtime offers none.
 
@@ -32,7 +33,7 @@ afterAll(() => {
 });
 
 const secret = "web-crypto-receiver-secret";
-const sign = (text: string, key = secret) => createHmac("sha256", key).update(text).digest("hex");
+const sign = (text: string, key = secret) => signatureOf(key, text);
 
 function body(id = `evt_${randomUUID()}`, createdAt = new Date().toISOString()): string {
   return JSON.stringify({
@@ -44,10 +45,10 @@ function body(id = `evt_${randomUUID()}`, createdAt = new Date().toISOString()):
   });
 }
 
-function request(text: string, signature = sign(text)): Request {
+async function request(text: string, signature?: string): Promise<Request> {
   return new Request("http://localhost/webhooks", {
     method: "POST",
-    headers: { [core.SIGNATURE_HEADER]: signature },
+    headers: { [core.SIGNATURE_HEADER]: signature ?? (await sign(text)) },
     body: text,
   });
 }
@@ -69,7 +70,7 @@ describe("the receiver over Web Crypto (no node:crypto)", () => {
     const response = await fetchAdapter.webhookHandler({
       secret,
       onEvent: (event) => void seen.push([event.id, event.type]),
-    })(request(text));
+    })(await request(text));
     expect(await answer(response)).toEqual({ status: 204, duplicate: null, body: null });
     expect(seen).toEqual([["evt_web_1", "flag.updated"]]);
     expect(subtleVerify).toHaveBeenCalled();
@@ -79,7 +80,7 @@ describe("the receiver over Web Crypto (no node:crypto)", () => {
     const onEvent = vi.fn();
     const text = body();
     const response = await fetchAdapter.webhookHandler({ secret, onEvent, onError: () => {} })(
-      request(text, sign(text, "another-secret")),
+      await request(text, await sign(text, "another-secret")),
     );
     expect(await answer(response)).toEqual({
       status: 401,
@@ -92,7 +93,7 @@ describe("the receiver over Web Crypto (no node:crypto)", () => {
   it("refuses an authentic delivery older than maxAge, after verifying it", async () => {
     const onEvent = vi.fn();
     const text = body(undefined, new Date(Date.now() - 3_600_000).toISOString());
-    const response = await fetchAdapter.webhookHandler({ secret, maxAge: "5m", onEvent })(request(text));
+    const response = await fetchAdapter.webhookHandler({ secret, maxAge: "5m", onEvent })(await request(text));
     const seen = await answer(response);
     expect(seen.status).toBe(401);
     expect(seen.body.error.code).toBe("event_expired");
@@ -105,7 +106,7 @@ describe("the receiver over Web Crypto (no node:crypto)", () => {
       secret: ["a-newer-secret", secret],
       onEvent: () => {},
       onVerified: (_event, info) => void told.push(info.secretIndex),
-    })(request(body()));
+    })(await request(body()));
     expect(response.status).toBe(204);
     expect(told).toEqual([1]);
   });
@@ -120,19 +121,19 @@ describe("the receiver over Web Crypto (no node:crypto)", () => {
       onError: () => {},
     });
     const text = body("evt_web_dedupe");
-    expect((await handle(request(text, sign(text, "forger")))).status).toBe(401);
-    expect(await answer(await handle(request(text)))).toEqual({ status: 204, duplicate: null, body: null });
-    expect(await answer(await handle(request(text)))).toEqual({ status: 204, duplicate: "true", body: null });
+    expect((await handle(await request(text, await sign(text, "forger")))).status).toBe(401);
+    expect(await answer(await handle(await request(text)))).toEqual({ status: 204, duplicate: null, body: null });
+    expect(await answer(await handle(await request(text)))).toEqual({ status: 204, duplicate: "true", body: null });
     expect(runs).toEqual(["evt_web_dedupe"]);
   });
 
   it("verifyEvent resolves the event, and rejects a forged one with WebhookError", async () => {
     const text = body("evt_web_verify");
-    await expect(core.verifyEvent({ secret, payload: text, signature: sign(text) })).resolves.toMatchObject({
+    await expect(core.verifyEvent({ secret, payload: text, signature: await sign(text) })).resolves.toMatchObject({
       id: "evt_web_verify",
     });
-    await expect(core.verifyEvent({ secret, payload: text, signature: sign(text, "forger") })).rejects.toBeInstanceOf(
-      core.WebhookError,
-    );
+    await expect(
+      core.verifyEvent({ secret, payload: text, signature: await sign(text, "forger") }),
+    ).rejects.toBeInstanceOf(core.WebhookError);
   });
 });
