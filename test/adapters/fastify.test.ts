@@ -1,6 +1,6 @@
-import { createHmac } from "node:crypto";
 import { connect } from "node:net";
-import { Readable } from "node:stream";
+import { Readable, Writable } from "node:stream";
+import { setTimeout as sleep } from "node:timers/promises";
 import Fastify, {
   type FastifyInstance,
   type FastifyReply,
@@ -11,13 +11,17 @@ import { createRouter, MemoryDedupeStore, type WebhookEvent } from "flag-webhook
 import { type FastifyWebhookOptions, webhookPlugin } from "flag-webhooks/fastify";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createApp } from "../../examples/fastify.js";
+import { delivery, signatureOf } from "../support/deliveries.js";
+import { post } from "../support/http.js";
 import { vector } from "../support/vectors.js";
 
 // The Fastify plugin as a user registers it, in a real Fastify 5 app listening on loopback, next
-// to routes that keep Fastify's own parsers. The shared case table runs in adapters.test.ts.
+// to routes that keep Fastify's own parsers: which errors it answers itself, the webhookEvent
+// decorator, onEvent answering with reply.send(), and reply.hijack(). The shared case table runs
+// in conformance.test.ts.
 const { secret, body, signature } = vector("flag-updated-compact");
 const event = JSON.parse(body.toString()) as { id: string; createdAt: string };
-const sign = (bytes: Uint8Array | string) => createHmac("sha256", secret).update(bytes).digest("hex");
+const sign = (bytes: Uint8Array | string) => signatureOf(secret, bytes);
 
 let app: FastifyInstance | undefined;
 afterEach(async () => {
@@ -45,12 +49,21 @@ async function start(
   return instance.listen({ port: 0, host: "127.0.0.1" });
 }
 
-function deliver(base: string, payload: Uint8Array | string = body, headers: Record<string, string> = {}) {
+async function deliver(base: string, payload: Uint8Array | string = body, headers: Record<string, string> = {}) {
   return fetch(`${base}/webhooks`, {
     method: "POST",
-    headers: { "service-signature": sign(payload), ...headers },
+    headers: { "service-signature": await sign(payload), ...headers },
     body: typeof payload === "string" ? payload : new Uint8Array(payload),
   });
+}
+
+const SECRET = "fastify-secret";
+
+/** A fresh signed delivery POSTed to the webhook route: its status and text. */
+async function deliverFresh(base: string, headers: Record<string, string> = {}) {
+  const d = await delivery(SECRET);
+  const answer = await post(`${base}/webhooks`, { body: d.body, headers: { ...d.headers, ...headers } });
+  return { status: answer.status, text: answer.text };
 }
 
 describe("Fastify webhookPlugin", () => {
@@ -141,7 +154,7 @@ describe("Fastify webhookPlugin", () => {
     );
   });
 
-  it("logs a failing onEvent through the app's own logger, as one JSON line, when no onError is given (issue 15)", async () => {
+  it("logs a failing onEvent through the app's own logger, as one JSON line, when no onError is given", async () => {
     const lines: string[] = [];
     const console_ = vi.spyOn(console, "error").mockImplementation(() => {});
     app = Fastify({ logger: { stream: { write: (line: string) => void lines.push(line) } } });
@@ -381,5 +394,123 @@ describe("Fastify webhookPlugin", () => {
       body: '{"ok":true}',
     });
     expect(await echo.json()).toEqual({ echo: { ok: true } });
+  });
+});
+
+describe("Fastify webhookPlugin: errors, the decorator, and reply.send()", () => {
+  it("answers only Fastify's own content-type errors itself: an app error whose code merely contains one goes to the app", async () => {
+    const instance = Fastify();
+    app = instance;
+    instance.setErrorHandler((error: Error & { code?: string }, _request, reply) =>
+      reply.code(418).send({ app: error.code }),
+    );
+    instance.addHook("onRequest", async (request) => {
+      const code = request.headers["x-code"];
+      if (typeof code === "string") throw Object.assign(new Error("the app's own"), { code });
+    });
+    await instance.register(webhookPlugin, { path: "/webhooks", secret: SECRET, onEvent() {} });
+    const base = await instance.listen({ port: 0, host: "127.0.0.1" });
+    for (const code of ["APP_FST_ERR_CTP_INVALID_MEDIA_TYPE", "FST_ERR_ROUTE_MISSING_CONTENT_TYPE_OF_APP"]) {
+      expect(await deliverFresh(base, { "x-code": code })).toEqual({
+        status: 418,
+        text: JSON.stringify({ app: code }),
+      });
+    }
+    expect((await deliverFresh(base)).status).toBe(204);
+  });
+
+  it("registers in an app that declared the webhookEvent decorator itself, and requests of its route carry it", async () => {
+    const instance = Fastify();
+    app = instance;
+    instance.decorateRequest("webhookEvent", undefined);
+    const declared: boolean[] = [];
+    instance.addHook("onRequest", async (request) => {
+      declared.push("webhookEvent" in request);
+    });
+    await instance.register(webhookPlugin, {
+      path: "/webhooks",
+      secret: SECRET,
+      onEvent: (event, request) => ({ status: 200, body: { same: request.webhookEvent === event } }),
+    });
+    const base = await instance.listen({ port: 0, host: "127.0.0.1" });
+    expect(await deliverFresh(base)).toEqual({ status: 200, text: JSON.stringify({ same: true }) });
+    expect(declared).toEqual([true]);
+  });
+
+  it("declares the webhookEvent decorator on its own route's requests in an app that did not", async () => {
+    const instance = Fastify();
+    app = instance;
+    const declared: boolean[] = [];
+    instance.addHook("onRequest", async (request) => {
+      declared.push("webhookEvent" in request);
+    });
+    instance.post("/other", async () => "other");
+    await instance.register(webhookPlugin, { path: "/webhooks", secret: SECRET, onEvent() {} });
+    const base = await instance.listen({ port: 0, host: "127.0.0.1" });
+    expect((await deliverFresh(base)).status).toBe(204);
+    expect((await fetch(`${base}/other`, { method: "POST" })).status).toBe(200);
+    expect(declared).toEqual([true, false]);
+  });
+
+  it("sends nothing more, and logs no error, when onEvent answered with reply.send() itself", async () => {
+    const lines: { level: number; msg: string }[] = [];
+    const stream = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(JSON.parse(String(chunk)));
+        done();
+      },
+    });
+    const instance = Fastify({ logger: { level: "info", stream } });
+    app = instance;
+    await instance.register(webhookPlugin, {
+      path: "/webhooks",
+      secret: SECRET,
+      onEvent: async (_event, _request, reply) => {
+        await reply.code(202).header("x-own", "1").send("sent by onEvent");
+      },
+    });
+    const base = await instance.listen({ port: 0, host: "127.0.0.1" });
+    expect(await deliverFresh(base)).toEqual({ status: 202, text: "sent by onEvent" });
+    await new Promise((done) => setTimeout(done, 20));
+    expect(lines.filter((line) => line.level >= 40).map((line) => line.msg)).toEqual([]);
+  });
+});
+
+describe("Fastify: reply.hijack(), answered later on reply.raw", () => {
+  it("the claim stands until that answer (a copy meanwhile gets 409), and its 503 releases it", async () => {
+    let runs = 0;
+    let running = 0;
+    let most = 0;
+    const instance = Fastify();
+    app = instance;
+    await instance.register(webhookPlugin, {
+      path: "/webhooks",
+      secret: SECRET,
+      dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 },
+      onEvent: (_event, _request, reply) => {
+        // Fastify's documented escape hatch: the route writes the raw response itself, when done.
+        runs++;
+        running++;
+        most = Math.max(most, running);
+        const status = runs === 1 ? 503 : 204;
+        reply.hijack();
+        setTimeout(() => {
+          running--;
+          reply.raw.statusCode = status;
+          reply.raw.end();
+        }, 400);
+      },
+    });
+    const base = await instance.listen({ port: 0, host: "127.0.0.1" });
+    const d = await delivery(SECRET);
+    const first = post(`${base}/webhooks`, d);
+    await sleep(100);
+    // Not marked done at hijack(), with Fastify's default 200, before the handler finished (its
+    // 503 would then never release it, and the event would be lost).
+    const copy = await post(`${base}/webhooks`, d);
+    expect(copy.status).toBe(409);
+    expect((await first).status).toBe(503);
+    expect(await post(`${base}/webhooks`, d)).toMatchObject({ status: 204, duplicate: null });
+    expect([runs, most]).toEqual([2, 1]);
   });
 });

@@ -1,9 +1,15 @@
-import { WebhookError } from "flag-webhooks";
+import { SIGNATURE_HEADER, WebhookError } from "flag-webhooks";
 import { verifyRequest, webhookHandler } from "flag-webhooks/fetch";
 import { describe, expect, it, vi } from "vitest";
+import { signatureOf } from "../support/deliveries.js";
 import { vector } from "../support/vectors.js";
 
-const { secret, body, signature } = vector("flag-updated-compact");
+// The fetch handler and verifyRequest with real Request and Response objects: bodies read before,
+// announced too large, endless or in pieces, the limit, and what onEvent's answers become. The
+// shared case table: conformance.test.ts.
+
+const compact = vector("flag-updated-compact");
+const { secret, body, signature } = compact;
 const post = (
   headers: Record<string, string> = { "service-signature": signature },
   payload: BodyInit = new Uint8Array(body),
@@ -61,12 +67,18 @@ describe("webhookHandler", () => {
     expect(onEvent).not.toHaveBeenCalled();
   });
 
-  it("explains body_already_parsed when the body was read before the handler", async () => {
-    const request = post();
-    await request.text();
-    const response = await webhookHandler({ secret, onEvent: () => {} })(request);
-    expect(response.status).toBe(500);
-    expect((await response.json()).error.code).toBe("body_already_parsed");
+  it("explains body_already_parsed, in a fetch handler's terms, when the body was read before the handler", async () => {
+    for (const read of [(r: Request) => r.text(), (r: Request) => r.arrayBuffer(), (r: Request) => r.json()]) {
+      const request = post();
+      await read(request);
+      const response = await webhookHandler({ secret, onEvent: () => {} })(request);
+      const { error } = await response.json();
+      expect([response.status, error.code]).toEqual([500, "body_already_parsed"]);
+      expect(error.message).toMatch(/^the request body was already parsed/);
+      expect(error.message).toMatch(/c\.req\.json\(\) in Hono/);
+      expect(error.message).toMatch(/request\.clone\(\)/);
+      expect(error.message).not.toMatch(/express/);
+    }
   });
 
   it("answers 413 from Content-Length alone, before reading a body", async () => {
@@ -130,13 +142,6 @@ describe("webhookHandler", () => {
     expect(await response.json()).toEqual({ error: { code: "handler_error", message: "the webhook handler failed" } });
   });
 
-  it("says body_already_parsed about the request body in the message", async () => {
-    const request = post();
-    await request.arrayBuffer();
-    const response = await webhookHandler({ secret, onEvent: () => {} })(request);
-    expect((await response.json()).error.message).toMatch(/^the request body was already parsed/);
-  });
-
   it.each([
     [0, 0],
     [100, 100],
@@ -162,6 +167,28 @@ describe("webhookHandler", () => {
     );
   });
 
+  it.each([-1, -1024, 1.5, Number.NaN])("refuses the number %s when the handler is made, naming it", (limit) => {
+    expect(() => webhookHandler({ secret, limit, onEvent: () => {} })).toThrow(
+      new TypeError(
+        `flag-webhooks: option "limit" must be a non-negative whole number of bytes or a size such as "512kb", got ${JSON.stringify(limit)}`,
+      ),
+    );
+  });
+
+  it("takes 0: only an empty body passes", async () => {
+    const handler = webhookHandler({ secret, limit: 0, onEvent: () => {} });
+    const post = async (text: string) =>
+      handler(
+        new Request("http://localhost/webhooks", {
+          method: "POST",
+          body: text,
+          headers: { [SIGNATURE_HEADER]: await signatureOf(secret, text) },
+        }),
+      );
+    expect((await post("{")).status).toBe(413);
+    expect((await post("")).status).toBe(400); // authentic, within the limit, and not an event
+  });
+
   it("checks options when it is created", () => {
     expect(() => webhookHandler(null as never)).toThrow('flag-webhooks: options with a "secret" are required');
     expect(() => webhookHandler({ secret: "", onEvent: () => {} })).toThrow(/"secret"/);
@@ -184,5 +211,52 @@ describe("verifyRequest", () => {
 
   it("rejects with a TypeError for a missing secret", async () => {
     await expect(verifyRequest(post(), { secret: "" })).rejects.toThrow(TypeError);
+  });
+});
+
+describe("a body that arrives in several pieces (a stream)", () => {
+  /** A Request whose body the stream yields in `pieces` chunks, as a network read does. */
+  function streamed(body: Uint8Array, pieces: number, headers: Record<string, string>): Request {
+    const size = Math.ceil(body.byteLength / pieces);
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let at = 0; at < body.byteLength; at += size) controller.enqueue(body.slice(at, at + size));
+        controller.close();
+      },
+    });
+    return new Request("http://localhost/webhooks", { method: "POST", body: stream, headers, duplex: "half" } as never);
+  }
+
+  it.each([1, 2, 3, 7])("is put back together in order from %i chunk(s): verified, and the event parsed", async (n) => {
+    const body = new Uint8Array(compact.body);
+    const seen: string[] = [];
+    const handler = webhookHandler({ secret, onEvent: (event) => void seen.push(event.id) });
+    const response = await handler(streamed(body, n, { [SIGNATURE_HEADER]: await signatureOf(secret, body) }));
+    expect(response.status).toBe(204);
+    expect(seen).toEqual([JSON.parse(compact.body.toString("utf8")).id]);
+  });
+
+  it("refuses a body whose chunks, together, are not what was signed", async () => {
+    const body = new Uint8Array(compact.body);
+    const handler = webhookHandler({ secret, onEvent: () => {} });
+    const response = await handler(
+      streamed(body, 3, { [SIGNATURE_HEADER]: await signatureOf(secret, body.slice(0, 40)) }),
+    );
+    expect(response.status).toBe(401);
+    expect(await response.json()).toMatchObject({ error: { code: "invalid_signature" } });
+  });
+
+  it("verifies an empty body as zero bytes", async () => {
+    const handler = webhookHandler({ secret, onEvent: () => {} });
+    const empty = new Request("http://localhost/webhooks", {
+      method: "POST",
+      body: new ReadableStream({ start: (controller) => controller.close() }),
+      headers: { [SIGNATURE_HEADER]: await signatureOf(secret, "") },
+      duplex: "half",
+    } as never);
+    const response = await handler(empty);
+    // The signature of zero bytes matches: the body is then refused as no JSON, not as forged.
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual({ error: { code: "invalid_payload", message: "body is not valid JSON" } });
   });
 });

@@ -1,22 +1,27 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
+import { createAdaptorServer, serve } from "@hono/node-server";
 import { MemoryDedupeStore, type WebhookEvent } from "flag-webhooks";
-import { webhookMiddleware } from "flag-webhooks/hono";
+import { type WebhookEnv, webhookMiddleware } from "flag-webhooks/hono";
 import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { close } from "../support/http.js";
+import { delivery } from "../support/deliveries.js";
+import { close, post as postTo, serverPerTest } from "../support/http.js";
 import { vector } from "../support/vectors.js";
 
-// Hono-specific edges, in a real Hono app on @hono/node-server over real HTTP. The shared case
-// table runs against Hono in test/adapters.test.ts (Node) and test/runtimes.test.ts (Bun, workerd).
+// Hono-specific edges: in a real Hono app on @hono/node-server over real HTTP, and with real
+// Request objects through app.fetch. The shared case table runs against Hono in
+// conformance.test.ts (Node) and test/runtimes/ (Bun, Deno, workerd).
 
 const { secret, body, signature } = vector("flag-updated-compact");
 // Still JSON, so a c.req.json() before the middleware does not throw first.
 const tampered = Buffer.from(body.toString().replace("dana@", "mall@"));
 const errorOf = async (response: Response) =>
   ((await response.json()) as { error: { code: string; message: string } }).error;
+
+const SECRET = "hono-secret";
+const serveHere = serverPerTest();
 
 /** Counts the runs of each route, to see whether a retry ran it again. */
 function counter() {
@@ -225,7 +230,7 @@ describe("Hono middleware with onEvent", () => {
   });
 });
 
-describe("other methods than POST (issue 15)", () => {
+describe("other methods than POST", () => {
   it("app.post leaves a GET to Hono (its plain-text 404); app.all answers our 405 with Allow: POST", async () => {
     const viaPost = await fetch(`${base}/next`);
     expect([viaPost.status, viaPost.headers.get("content-type")]).toEqual([404, "text/plain; charset=UTF-8"]);
@@ -274,9 +279,132 @@ describe("Hono middleware and dedupe: the route's outcome settles the claim", ()
     expect(runs["throws-non-error"]).toBe(2);
   });
 
-  it("releases the claim when the route answers 4xx: only a 2xx counts as handled (issue 15)", async () => {
+  it("releases the claim when the route answers 4xx: only a 2xx counts as handled", async () => {
     expect((await post("/dedupe/4xx")).status).toBe(422);
     expect((await post("/dedupe/4xx")).status).toBe(422);
     expect(runs["4xx"]).toBe(2);
+  });
+});
+
+describe("Hono, the route after the middleware, returning no Response", () => {
+  it("is answered 500 by Hono, so the claim is released and the retry runs the route", async () => {
+    let runs = 0;
+    const app = new Hono();
+    app.onError((_error, c) => c.text("route failed", 500));
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 } }),
+      (c) => {
+        runs++;
+        // The classic slip: `c.body(null, 204)` without `return` (the second time it is there).
+        if (runs === 1) {
+          c.body(null, 204);
+          return undefined as unknown as Response;
+        }
+        return c.body(null, 204);
+      },
+    );
+    const server = await serveHere(createAdaptorServer({ fetch: app.fetch }) as Server);
+    const d = await delivery(SECRET);
+    expect((await postTo(server, d)).status).toBe(500);
+    // Not marked done with the placeholder 200 that reading c.res creates: the route reruns.
+    expect(await postTo(server, d)).toMatchObject({ status: 204, duplicate: null });
+    expect(runs).toBe(2);
+  });
+});
+
+function request(d: { body: string | ReadableStream<Uint8Array>; headers: Record<string, string> }): Request {
+  return new Request("http://localhost/webhooks", {
+    method: "POST",
+    body: d.body,
+    headers: d.headers,
+    duplex: "half",
+  } as RequestInit);
+}
+
+describe("Hono middleware through app.fetch", () => {
+  it("answers with the Response onEvent returns as it is: status, headers and body", async () => {
+    const app = new Hono();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({
+        secret: SECRET,
+        onEvent: () => new Response("made by the app", { status: 201, headers: { "x-own": "yes" } }),
+      }),
+    );
+    const response = await app.fetch(request(await delivery(SECRET)));
+    expect([response.status, response.headers.get("x-own"), await response.text()]).toEqual([
+      201,
+      "yes",
+      "made by the app",
+    ]);
+  });
+
+  it("releases the claim when the route throws, even when app.onError answers it with a 2xx", async () => {
+    let runs = 0;
+    const app = new Hono<WebhookEnv>();
+    app.onError((error, c) => c.text(`recovered: ${error.message}`, 200));
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      (c) => {
+        runs++;
+        if (runs === 1) throw new Error("route failed");
+        return c.text("second run");
+      },
+    );
+    const d = await delivery(SECRET);
+    const first = await app.fetch(request(d));
+    expect([first.status, await first.text()]).toEqual([200, "recovered: route failed"]);
+    const retry = await app.fetch(request(d));
+    expect([retry.status, await retry.text(), runs]).toEqual([200, "second run", 2]);
+  });
+
+  it("lets an error of next() through, and releases the claim, when it is run by hand inside another middleware", async () => {
+    let runs = 0;
+    const errors: string[] = [];
+    const app = new Hono();
+    app.onError((error, c) => {
+      errors.push(error.message);
+      return c.text("failed", 500);
+    });
+    const verify = webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } });
+    app.post("/webhooks", async (c) => {
+      let response: Response | undefined;
+      await verify(c as never, async () => {
+        runs++;
+        if (runs === 1) throw new Error("inner handler failed");
+        response = c.text("second run");
+      });
+      return response ?? c.text("no answer", 500);
+    });
+    const d = await delivery(SECRET);
+    expect((await app.fetch(request(d))).status).toBe(500);
+    expect(errors).toEqual(["inner handler failed"]);
+    const retry = await app.fetch(request(d));
+    expect([retry.status, await retry.text(), runs]).toEqual([200, "second run", 2]);
+  });
+
+  it.each([
+    ["at the start of a larger buffer", 0],
+    ["in the middle of a larger buffer", 7],
+  ])("leaves the routes exactly the body's bytes when the stream's one chunk is a view %s", async (_, offset) => {
+    const d = await delivery(SECRET);
+    const bytes = new TextEncoder().encode(d.body);
+    const larger = new Uint8Array(offset + bytes.length + 9).fill(0x20);
+    larger.set(bytes, offset);
+    const chunk = larger.subarray(offset, offset + bytes.length);
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(chunk);
+        controller.close();
+      },
+    });
+    const app = new Hono<WebhookEnv>();
+    app.post("/webhooks", webhookMiddleware({ secret: SECRET }), async (c) =>
+      c.json({ text: await c.req.text(), bytes: (await c.req.arrayBuffer()).byteLength }),
+    );
+    const response = await app.fetch(request({ body: stream, headers: d.headers }));
+    expect(await response.json()).toEqual({ text: d.body, bytes: bytes.length });
   });
 });

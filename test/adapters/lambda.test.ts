@@ -1,4 +1,3 @@
-import { createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { MemoryDedupeStore, type WebhookEvent } from "flag-webhooks";
@@ -10,8 +9,10 @@ import {
   type LambdaProxyResult,
   webhookHandler,
 } from "flag-webhooks/lambda";
+import { createEvent } from "flag-webhooks/testing";
 import { describe, expect, it } from "vitest";
-import { buildCases, type DeliveryCase, LIMIT, SECRET, SECRETS } from "../support/cases.js";
+import { buildCases, SECRET as CASES_SECRET, type DeliveryCase, LIMIT, SECRETS } from "../support/cases.js";
+import { signatureOf } from "../support/deliveries.js";
 import { vector } from "../support/vectors.js";
 
 // The Lambda handler fed the events AWS documents (test/fixtures/lambda/, see its README), and the
@@ -23,7 +24,7 @@ const fixture = <T>(name: string): T => JSON.parse(readFileSync(join(fixtures, `
 const FIXTURES = ["rest-api-v1", "http-api-v1", "http-api-v2", "function-url"] as const;
 
 const compact = vector("flag-updated-compact");
-const cases = buildCases((body) => createHmac("sha256", SECRET).update(body).digest("hex"));
+const cases = await buildCases();
 const options = { secret: SECRETS, limit: LIMIT };
 const context: LambdaContext = {
   awsRequestId: "c6af9ac6-7b61-11e6-9a41-93e8deadbeef",
@@ -90,7 +91,7 @@ function expectResult(c: DeliveryCase, result: LambdaProxyResult, expected = { s
   if (expected.code) {
     expect(json).toEqual({ error: { code: expected.code, message: expect.any(String) } });
     expect(result.headers?.["content-type"]).toBe("application/json; charset=utf-8");
-    expect(result.body).not.toContain(SECRET);
+    expect(result.body).not.toContain(CASES_SECRET);
     expect(result.body).not.toContain(SECRETS[0]);
   } else {
     expect(json.received.type).toBe(c.eventType);
@@ -215,7 +216,7 @@ describe("Lambda bodies and events", () => {
     expect(JSON.parse(result.body).error.code).toBe("payload_too_large");
   });
 
-  it("refuses a forged body marked base64 that is not with 401: the signature check comes first (issue 15)", async () => {
+  it("refuses a forged body marked base64 that is not with 401: the signature check comes first", async () => {
     const event = { ...fixture<LambdaProxyEventV2>("http-api-v2"), isBase64Encoded: true, body: "not*base64" };
     const result = await lambda(event, context);
     expect(result.statusCode).toBe(401);
@@ -228,6 +229,25 @@ describe("Lambda bodies and events", () => {
     expect(JSON.parse((await lambda(unsigned, context)).body).error.code).toBe("missing_signature");
   });
 
+  it("a string body (Lambda's) is measured and verified as UTF-8 bytes", async () => {
+    // 40 characters of "é" are 80 bytes: over a limit of 60 although the string has 40 units.
+    const text = "é".repeat(40);
+    const headers = { "service-signature": await signatureOf(compact.secret, text) };
+    const invoke = (limit: number) =>
+      webhookHandler({ secret: compact.secret, limit, onEvent: () => {} })(
+        { httpMethod: "POST", headers, body: text } as never,
+        context,
+      );
+    const over = await invoke(60);
+    expect([over.statusCode, JSON.parse(over.body ?? "")]).toEqual([
+      413,
+      { error: { code: "payload_too_large", message: "body is larger than the limit of 60 bytes" } },
+    ]);
+    // Within the limit, the signature over the UTF-8 bytes matches: refused only as no JSON.
+    const within = await invoke(80);
+    expect([within.statusCode, JSON.parse(within.body ?? "").error.code]).toEqual([400, "invalid_payload"]);
+  });
+
   it("answers 405, never throws, for events that are not HTTP requests", async () => {
     for (const event of [null, undefined, 42, {}, { Records: [] }, { requestContext: {} }]) {
       const result = await lambda(event as never, context);
@@ -236,9 +256,11 @@ describe("Lambda bodies and events", () => {
     }
   });
 
-  it("says what a non-HTTP invocation is, instead of 'method undefined' (issue 15)", async () => {
+  it("says what a non-HTTP invocation is in its 405, instead of 'method undefined'", async () => {
     const sqs = { Records: [{ messageId: "1", body: "{}", eventSource: "aws:sqs" }] };
-    const { message } = JSON.parse((await lambda(sqs as never, context)).body).error;
+    const answer = await lambda(sqs as never, context);
+    expect(answer.statusCode).toBe(405);
+    const { message } = JSON.parse(answer.body).error;
     expect(message).toMatch(/^this invocation is not an HTTP request: it is a batch of Records \(as SQS/);
     expect(message).toContain("API Gateway (REST or HTTP API) or a function URL");
     expect(message).not.toContain("undefined");
@@ -318,5 +340,188 @@ describe("Lambda onEvent answers and dedupe", () => {
       'flag-webhooks: option "onEvent" must be a function',
     );
     expect(() => webhookHandler({ secret: "", onEvent() {} })).toThrow(TypeError);
+  });
+});
+
+// Events built here as API Gateway and function URLs hand them over, each with a new delivery.
+const SECRET = "lambda-secret";
+const sign = (text: string) => signatureOf(SECRET, text);
+const body = () => JSON.stringify(createEvent("flag.deleted", { data: { flag: "f" } }));
+
+function v1(
+  text: string | null | undefined,
+  headers: LambdaProxyEventV1["headers"],
+  multi?: LambdaProxyEventV1["multiValueHeaders"],
+) {
+  return { httpMethod: "POST", headers, multiValueHeaders: multi, body: text, isBase64Encoded: false };
+}
+
+const errorOf = (result: { body: string }) => JSON.parse(result.body).error;
+
+describe("where the Lambda handler finds the signature", () => {
+  const lambda = webhookHandler({ secret: SECRET, onEvent() {} });
+
+  it("looks in headers when multiValueHeaders holds other headers but not the signature", async () => {
+    const text = body();
+    const result = await lambda(
+      v1(text, { "Service-Signature": await sign(text) }, { "Content-Type": ["application/json"] }),
+      context,
+    );
+    expect(result.statusCode).toBe(204);
+  });
+
+  it("skips a signature header without a value, in either map, instead of verifying the text 'undefined'", async () => {
+    const text = body();
+    const fromHeaders = await lambda(
+      v1(text, { "service-signature": await sign(text) }, { "service-signature": undefined }),
+      context,
+    );
+    expect(fromHeaders.statusCode).toBe(204);
+    const none = await lambda(v1(text, { "Service-Signature": undefined }, null), context);
+    expect([none.statusCode, errorOf(none).code]).toEqual([401, "missing_signature"]);
+  });
+});
+
+describe("Lambda bodies", () => {
+  const lambda = webhookHandler({ secret: SECRET, onEvent() {} });
+
+  it.each([null, undefined])(
+    "reads a body of %s as no bytes: a signature of the empty body passes, then the empty body is no event",
+    async (none) => {
+      const result = await lambda(v1(none, { "service-signature": await sign("") }), context);
+      expect([result.statusCode, errorOf(result).code]).toEqual([400, "invalid_payload"]);
+      const forged = await lambda(v1(none, { "service-signature": await sign("{}") }), context);
+      expect([forged.statusCode, errorOf(forged).code]).toEqual([401, "invalid_signature"]);
+    },
+  );
+
+  it("decodes a base64 body byte for byte, a multi-byte UTF-8 text included", async () => {
+    const text = body().replace('"f"', '"fé✓"');
+    const event = {
+      ...v1(Buffer.from(text).toString("base64"), { "service-signature": await sign(text) }),
+      isBase64Encoded: true,
+    };
+    let flag: unknown;
+    const seeing = webhookHandler({
+      secret: SECRET,
+      onEvent: (e) => {
+        flag = (e.data as { flag: string }).flag;
+      },
+    });
+    expect((await seeing(event, context)).statusCode).toBe(204);
+    expect(flag).toBe("fé✓");
+  });
+});
+
+describe("what a non-HTTP invocation is called in the 405", () => {
+  const lambda = webhookHandler({ secret: SECRET, onEvent() {} });
+  const message = async (event: unknown) => errorOf(await lambda(event as never, context)).message as string;
+
+  it("names at most five fields, each at most 40 characters", async () => {
+    const long = "k".repeat(50);
+    const text = await message({ a: 1, b: 2, c: 3, d: 4, [long]: 5, f: 6, g: 7 });
+    expect(text).toContain(`an event with the fields "a", "b", "c", "d", "${"k".repeat(40)}".`);
+    expect(text).not.toContain('"f"');
+  });
+
+  it("names the type of an event that has no fields", async () => {
+    expect(await message(42)).toContain("it is a number event.");
+    expect(await message("ping")).toContain("it is a string event.");
+    expect(await message({})).toContain("it is a object event.");
+    expect(await message(null)).toContain("it is a null event.");
+  });
+});
+
+describe("proxy results onEvent builds itself", () => {
+  const event = async () => {
+    const text = body();
+    return v1(text, { "service-signature": await sign(text) });
+  };
+
+  it("sends a result whose statusCode is a three-digit string as it is, and it counts as handled", async () => {
+    let calls = 0;
+    const own = { statusCode: "202", body: "queued" };
+    const lambda = webhookHandler({
+      secret: SECRET,
+      dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
+      onEvent: () => {
+        calls++;
+        return own;
+      },
+    });
+    const delivery = await event();
+    expect(await lambda(delivery, context)).toBe(own);
+    const again = await lambda(delivery, context);
+    expect([again.statusCode, again.headers?.["webhook-duplicate"], calls]).toEqual([204, "true", 1]);
+  });
+
+  it("sends a result whose statusCode is a three-digit string that is not 2xx as it is, and releases the claim", async () => {
+    // AWS's own blueprints build `statusCode: err ? "400" : "200"`: string status codes are common.
+    let runs = 0;
+    const lambda = webhookHandler({
+      secret: SECRET,
+      dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
+      onEvent: () => (++runs === 1 ? { statusCode: "503", body: "busy" } : undefined),
+    });
+    const delivery = await event();
+    expect(await lambda(delivery, context)).toEqual({ statusCode: "503", body: "busy" });
+    const retry = await lambda(delivery, context);
+    expect([retry.statusCode, retry.headers?.["webhook-duplicate"], runs]).toEqual([204, undefined, 2]);
+  });
+
+  it.each([
+    ["a statusCode string that is not three digits", { statusCode: "2020", body: "x" }],
+    ["a statusCode string of letters", { statusCode: "abc", body: "x" }],
+    ["a statusCode that is a number in a longer string", { statusCode: "x202", body: "x" }],
+    ["a body that is not a string", { statusCode: 200, body: { ok: true } }],
+    ["a fractional statusCode", { statusCode: 200.5 }],
+    ["a statusCode below 100", { statusCode: 99, body: "" }],
+    // Number() reads these as 202, but API Gateway reads only three digits.
+    ["a statusCode string with a leading space", { statusCode: " 202", body: "x" }],
+    ["a statusCode string with a trailing space", { statusCode: "202 ", body: "x" }],
+    ["a statusCode string in hexadecimal", { statusCode: "0xCA", body: "x" }],
+  ])("answers 500 handler_error for %s, and the retry runs the handler again", async (_, result) => {
+    let calls = 0;
+    const errors: unknown[] = [];
+    const lambda = webhookHandler({
+      secret: SECRET,
+      dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
+      onError: (error) => void errors.push(error),
+      onEvent: () => {
+        calls++;
+        return result;
+      },
+    });
+    const delivery = await event();
+    const first = await lambda(delivery, context);
+    expect([first.statusCode, errorOf(first).code]).toEqual([500, "handler_error"]);
+    expect(errors).toEqual([
+      new TypeError("flag-webhooks: onEvent returned a result with no valid HTTP status to answer with"),
+    ]);
+    await lambda(delivery, context);
+    expect(calls).toBe(2);
+  });
+
+  it("takes a result with a null or absent body as it is", async () => {
+    for (const own of [{ statusCode: 200, body: null }, { statusCode: 201 }]) {
+      const lambda = webhookHandler({ secret: SECRET, onEvent: () => own });
+      expect(await lambda(await event(), context)).toBe(own);
+    }
+  });
+
+  it("answers 204 for null, and for an object of a class that has a statusCode (not a proxy result)", async () => {
+    class Job {
+      statusCode = 500;
+      body = "not a result";
+    }
+    for (const value of [null, new Job()]) {
+      const lambda = webhookHandler({ secret: SECRET, onEvent: () => value });
+      expect(await lambda(await event(), context)).toEqual({
+        statusCode: 204,
+        headers: {},
+        body: "",
+        isBase64Encoded: false,
+      });
+    }
   });
 });
