@@ -1,4 +1,4 @@
-import { createHmac, randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
@@ -14,6 +14,7 @@ import {
 } from "flag-webhooks/lambda";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { buildCases, type DeliveryCase, LIMIT, SECRET, SECRETS } from "../support/cases.js";
+import { signatureOf } from "../support/deliveries.js";
 import { type Dynalite, startDynalite, stopDynalite } from "../support/dynalite.js";
 import { describeStoreContract } from "../support/store-contract.js";
 
@@ -255,7 +256,7 @@ describe("DynamoDBDedupeStore under races and refusals", () => {
 
 // Lambda receivers, as API Gateway or a function URL invokes them.
 const context: LambdaContext = { awsRequestId: "req-1", getRemainingTimeInMillis: () => 3000 };
-const sign = (body: string | Buffer) => createHmac("sha256", SECRET).update(body).digest("hex");
+const sign = (body: string | Buffer) => signatureOf(SECRET, body);
 const fixture = JSON.parse(
   readFileSync(join(import.meta.dirname, "../fixtures/lambda/http-api-v2.json"), "utf8"),
 ) as LambdaProxyEventV2;
@@ -272,7 +273,7 @@ function lambdaEvent(body: Buffer | string, headers: Record<string, string | str
     isBase64Encoded: true,
   } satisfies LambdaProxyEventV2;
 }
-const delivery = (body: string) => lambdaEvent(body, { "service-signature": sign(body) });
+const delivery = async (body: string) => lambdaEvent(body, { "service-signature": await sign(body) });
 const eventBody = (id: string) =>
   JSON.stringify({ id, type: "flag.created", createdAt: new Date().toISOString(), environment: "prod", data: {} });
 const errorCode = (result: LambdaProxyResult) => JSON.parse(result.body || "{}").error?.code;
@@ -298,7 +299,8 @@ describe("Lambda receivers on one table", () => {
     ) as [ReturnType<typeof webhookHandler>, ReturnType<typeof webhookHandler>];
     const id = `evt_${randomUUID()}`;
     const body = eventBody(id);
-    const copies = [a(delivery(body), context), b(delivery(body), context)];
+    const [toA, toB] = [await await delivery(body), await await delivery(body)];
+    const copies = [a(toA, context), b(toB, context)];
     await Promise.race(copies);
     open();
     const results = await Promise.all(copies);
@@ -307,7 +309,7 @@ describe("Lambda receivers on one table", () => {
     expect([errorCode(busy), busy.headers?.["retry-after"]]).toEqual(["delivery_in_progress", "5"]);
     expect(started).toEqual([id]);
     for (const instance of [a, b]) {
-      const retry = await instance(delivery(body), context);
+      const retry = await instance(await delivery(body), context);
       expect([retry.statusCode, retry.headers?.["webhook-duplicate"]]).toEqual([204, "true"]);
     }
     expect(started).toEqual([id]);
@@ -336,15 +338,15 @@ describe("Lambda receivers on one table", () => {
     });
     const id = `evt_${randomUUID()}`;
     const body = eventBody(id);
-    const first = frozen(delivery(body), context);
+    const first = frozen(await delivery(body), context);
     await expect.poll(() => started).toEqual([`frozen:${id}`]);
-    expect((await healthy(delivery(body), context)).statusCode).toBe(409);
+    expect((await healthy(await delivery(body), context)).statusCode).toBe(409);
     await sleep(350);
-    expect((await healthy(delivery(body), context)).statusCode).toBe(204);
+    expect((await healthy(await delivery(body), context)).statusCode).toBe(204);
     fail();
     expect((await first).statusCode).toBe(500);
     expect(started).toEqual([`frozen:${id}`, `healthy:${id}`]);
-    const again = await frozen(delivery(body), context);
+    const again = await frozen(await delivery(body), context);
     expect([again.statusCode, again.headers?.["webhook-duplicate"]]).toEqual([204, "true"]);
     expect((await db.item(`${scope}#${id}`))?.state).toEqual({ S: "done" });
   });
@@ -386,7 +388,7 @@ describe("Lambda receivers on one table", () => {
           onEvent: () => void calls++,
         });
         const started = Date.now();
-        const result = await lambda(delivery(eventBody(`evt_${randomUUID()}`)), context);
+        const result = await lambda(await delivery(eventBody(`evt_${randomUUID()}`)), context);
         expect([result.statusCode, errorCode(result), result.headers?.["retry-after"]]).toEqual([
           503,
           "store_unavailable",
@@ -406,8 +408,8 @@ describe("Lambda receivers on one table", () => {
 // The Lambda adapter's case table (test/cases.ts) with this store: each case its own scope, so
 // each is a first delivery and gets the answer it gets without dedupe; then the same delivery
 // again is a duplicate where the first was handled, and the same refusal where it was refused.
+const cases = await buildCases();
 describe("the Lambda case table with DynamoDBDedupeStore", () => {
-  const cases = buildCases((body) => createHmac("sha256", SECRET).update(body).digest("hex"));
   it.each(cases)("$name", async (c: DeliveryCase) => {
     const scope = newScope();
     let calls = 0;
@@ -472,10 +474,10 @@ describe("examples/lambda-dynamodb", () => {
     try {
       const id = `evt_${randomUUID()}`;
       const body = eventBody(id);
-      expect((await handler(delivery(body), context)).statusCode).toBe(204);
-      const again = await handler(delivery(body), context);
+      expect((await handler(await delivery(body), context)).statusCode).toBe(204);
+      const again = await handler(await delivery(body), context);
       expect([again.statusCode, again.headers?.["webhook-duplicate"]]).toEqual([204, "true"]);
-      const forged = await handler(lambdaEvent(body, { "service-signature": sign(`${body} `) }), context);
+      const forged = await handler(lambdaEvent(body, { "service-signature": await sign(`${body} `) }), context);
       expect([forged.statusCode, errorCode(forged)]).toEqual([401, "invalid_signature"]);
       expect(logged).toEqual([JSON.stringify({ audit: id, type: "flag.created" })]);
       expect((await db.item(`flag-audit#${id}`))?.state).toEqual({ S: "done" });
@@ -496,5 +498,42 @@ describe("examples/lambda-dynamodb", () => {
     expect(template).toContain(
       `TimeToLiveSpecification:\n        AttributeName: ${dedupeTable.TimeToLiveSpecification.AttributeName}\n        Enabled: true`,
     );
+  });
+});
+
+const SCOPE = "k";
+const hashed = (id: string) => `${SCOPE}##${createHash("sha256").update(id, "utf8").digest("hex")}`;
+
+/** Claims `id` and answers the key the store wrote it under. */
+async function keyOf(id: string): Promise<string> {
+  const store = new DynamoDBDedupeStore(db.client(), { table: db.table, scope: SCOPE });
+  expect(await store.claim(id, 60_000)).toBe("claimed");
+  const verbatim = await db.item(`${SCOPE}#${id}`);
+  if (verbatim) return `${SCOPE}#${id}`;
+  expect(await db.item(hashed(id))).toBeDefined();
+  return hashed(id);
+}
+
+describe("the key of an event id under a scope", () => {
+  // `scope#id` while it fits DynamoDB's 1024 bytes, counted in UTF-8 bytes, not characters; past
+  // that `scope##` and the id's SHA-256, so any id can be deduped.
+  it("keeps an ASCII id whose key is 1024 bytes as it is, and hashes one a byte longer", async () => {
+    const fits = "a".repeat(1024 - SCOPE.length - 1);
+    expect(await keyOf(fits)).toBe(`${SCOPE}#${fits}`);
+    const over = "b".repeat(1024 - SCOPE.length);
+    expect(await keyOf(over)).toBe(hashed(over));
+  });
+
+  it("keeps an id of 400 ASCII characters as it is: bytes count, not the worst case of 3 per character", async () => {
+    const id = "c".repeat(400);
+    expect(await keyOf(id)).toBe(`${SCOPE}#${id}`);
+  });
+
+  it("measures a non-ASCII id in UTF-8 bytes: 511 two-byte characters fit, 512 do not", async () => {
+    // "k#" is 2 bytes; each "é" is 2 bytes: 2 + 1022 = 1024 fits, 2 + 1024 does not.
+    const fits = "é".repeat(511);
+    expect(await keyOf(fits)).toBe(`${SCOPE}#${fits}`);
+    const over = "è".repeat(512);
+    expect(await keyOf(over)).toBe(hashed(over));
   });
 });

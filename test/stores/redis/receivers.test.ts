@@ -1,4 +1,4 @@
-import { createHmac, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createAdaptorServer } from "@hono/node-server";
@@ -13,9 +13,11 @@ import {
 import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
 import { webhookHandler } from "flag-webhooks/fetch";
 import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
+import { Redis } from "ioredis";
 import Koa from "koa";
 import request from "supertest";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { delivery, signatureOf } from "../../support/deliveries.js";
 import { close, listen } from "../../support/http.js";
 import { CLIENT_KINDS, type ClientKind, type TestClient } from "../../support/redis-clients.js";
 import { type RedisServer, redisAvailability, startRedis, stopRedis } from "../../support/redis-server.js";
@@ -49,7 +51,7 @@ function eventBody(id: string, variant: 0 | 1 = 0): string {
     2,
   );
 }
-const sign = (body: string, secret = SECRET) => createHmac("sha256", secret).update(body).digest("hex");
+const sign = (body: string, secret = SECRET) => signatureOf(secret, body);
 
 /** A receiver instance as a user would run it: its own store (and client), its own server. */
 interface Instance {
@@ -98,11 +100,11 @@ async function instance({ store, adapter, work, dedupe }: InstanceOptions): Prom
   return self;
 }
 
-function post(target: Instance, body: string, signature = sign(body)) {
+async function post(target: Instance, body: string, signature?: string) {
   return request(target.server)
     .post("/webhooks")
     .set("content-type", "application/json")
-    .set("service-signature", signature)
+    .set("service-signature", signature ?? (await sign(body)))
     .send(body);
 }
 
@@ -110,7 +112,7 @@ function post(target: Instance, body: string, signature = sign(body)) {
  * A sender: retries 409 delivery_in_progress and 503 store_unavailable after a short sleep (a
  * real one waits Retry-After seconds), until another answer. Returns it and the retries it took.
  */
-async function deliver(target: Instance, body: string, signature = sign(body)) {
+async function deliver(target: Instance, body: string, signature?: string) {
   for (let retries = 0; ; retries++) {
     const answer = await post(target, body, signature);
     if ((answer.status !== 409 && answer.status !== 503) || retries >= 100) return { answer, retries };
@@ -217,7 +219,7 @@ describe.skipIf(!availability.available)(
         const original = eventBody(id, 0);
         const copy = eventBody(id, 1);
         expect(copy).not.toBe(original);
-        expect(sign(copy)).not.toBe(sign(original));
+        expect(await sign(copy)).not.toBe(await sign(original));
         expect((await post(a, original)).status).toBe(204);
         const again = await post(b, copy);
         expect([again.status, again.headers["webhook-duplicate"]]).toEqual([204, "true"]);
@@ -229,7 +231,7 @@ describe.skipIf(!availability.available)(
         const a = await instance({ adapter, store: own });
         const id = `evt_${randomUUID()}`;
         const body = eventBody(id);
-        for (const signature of [sign(body, "not-the-secret"), "0".repeat(64), "zz"]) {
+        for (const signature of [await sign(body, "not-the-secret"), "0".repeat(64), "zz"]) {
           const forged = await post(a, body, signature);
           expect([forged.status, forged.body.error.code]).toEqual([401, "invalid_signature"]);
         }
@@ -421,7 +423,7 @@ describe.skipIf(!availability.available)(
           const down = await post(target, body);
           expect([down.status, down.body.error.code]).toEqual([503, "store_unavailable"]);
           expect(down.headers["retry-after"]).toBe("10");
-          const forged = await post(target, body, sign(body, "forged"));
+          const forged = await post(target, body, await sign(body, "forged"));
           expect([forged.status, forged.body.error.code]).toEqual([401, "invalid_signature"]);
           expect(target.errors.length).toBeGreaterThan(0);
         }
@@ -432,7 +434,7 @@ describe.skipIf(!availability.available)(
         expect((await post(openInstance, eventBody(open))).status).toBe(204);
         expect((await post(openInstance, eventBody(open))).status).toBe(204);
         expect(count(openInstance.handled, open)).toBe(2);
-        expect((await post(openInstance, eventBody(open), sign("x", "forged"))).status).toBe(401);
+        expect((await post(openInstance, eventBody(open), await sign("x", "forged"))).status).toBe(401);
 
         // Back up (empty: no persistence): the sender's retries are handled once, whichever
         // instances they reach, concurrently or not.
@@ -451,6 +453,72 @@ describe.skipIf(!availability.available)(
         for (const target of fleet) expect(target.server.listening).toBe(true);
         expect(unhandled).toEqual([]);
       });
+    });
+  },
+);
+
+/** A POST of a delivery to a fetch handler. */
+const requestOf = (d: { body: string; headers: Record<string, string> }) =>
+  new Request("http://localhost/webhooks", { method: "POST", body: d.body, headers: d.headers });
+
+describe.skipIf(!availability.available)(
+  `Redis failing between the claim and marking the id done${availability.available ? "" : ` (skipped: ${availability.reason})`}`,
+  () => {
+    let server: RedisServer;
+    let client: Redis;
+    beforeAll(async () => {
+      server = await startRedis();
+      // No offline queue: a command sent while Redis is down fails at once instead of waiting for
+      // the reconnection (node-redis with disableOfflineQueue, or a connection lost mid-command).
+      client = new Redis(server.url, { retryStrategy: () => 50, enableOfflineQueue: false });
+      client.on("error", () => undefined);
+    });
+    beforeEach(async () => {
+      // Connected before each case: the claim is made while Redis is up.
+      await vi.waitFor(() => expect(client.status).toBe("ready"), { timeout: 5000 });
+    });
+    afterAll(async () => {
+      client?.disconnect();
+      await stopRedis(server);
+    });
+
+    it("retries marking the id done within dedupe.timeout: Redis killed mid-handler and back within it", async () => {
+      const store = new RedisDedupeStore(client, { scope: "claim-to-done", prefix: "claim-to-done:" });
+      let runs = 0;
+      const handler = webhookHandler({
+        secret: SECRET,
+        dedupe: { store, ttl: 60_000, timeout: 3000 },
+        onError: () => undefined,
+        onEvent: async () => {
+          runs++;
+          // Redis dies while the handler works, and comes back a moment later.
+          await server.stop(true);
+          setTimeout(() => void server.restart(), 400);
+        },
+      });
+      const d = await delivery(SECRET);
+      expect((await handler(requestOf(d))).status).toBe(204);
+      // The id was marked done after Redis came back: a later copy is a duplicate, not a second run.
+      const again = await handler(requestOf(d));
+      expect([again.status, again.headers.get("webhook-duplicate")]).toEqual([204, "true"]);
+      expect(runs).toBe(1);
+    });
+
+    it("reports, and still answers 204, when Redis stays down past dedupe.timeout (the documented window)", async () => {
+      const store = new RedisDedupeStore(client, { scope: "claim-to-done-down" });
+      const onError = vi.fn();
+      const handler = webhookHandler({
+        secret: SECRET,
+        dedupe: { store, ttl: 60_000, timeout: 300 },
+        onError,
+        onEvent: async () => {
+          await server.stop(true);
+        },
+      });
+      expect((await handler(requestOf(await delivery(SECRET)))).status).toBe(204);
+      expect(onError).toHaveBeenCalled();
+      await server.restart();
+      await sleep(100);
     });
   },
 );

@@ -1,25 +1,21 @@
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import fc from "fast-check";
-import { MemoryDedupeStore, RedisDedupeStore, WebhookError } from "flag-webhooks";
+import { RedisDedupeStore, WebhookError } from "flag-webhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CLIENT_KINDS, type TestClient } from "../../support/redis-clients.js";
 import { type RedisServer, redisAvailability, startRedis, stopRedis } from "../../support/redis-server.js";
 import { type ContractSubject, describeStoreContract } from "../../support/store-contract.js";
 
-// One contract, run against every store: the in-process MemoryDedupeStore, and RedisDedupeStore
-// over each supported client library against a real redis-server. Real time, short ttls.
+// RedisDedupeStore over each supported client library (ioredis 6 and 5, node-redis 5 and 4)
+// against a real redis-server: the contract every store passes, the keys it writes, a server that
+// stops answering or is killed, and its options. Real time, short ttls. Receivers on Redis, as a
+// fleet: receivers.test.ts.
 
 const availability = redisAvailability();
 const PREFIX = "contract:";
 const SCOPE = "audit-app";
 const KEY = `${PREFIX}${SCOPE}:`; // what every key of the store under test starts with
 const id = () => `evt_${randomUUID()}`;
-
-describeStoreContract("MemoryDedupeStore", { make: async () => ({ store: new MemoryDedupeStore() }) });
-describeStoreContract("MemoryDedupeStore with a scope", {
-  make: async () => ({ store: new MemoryDedupeStore({ scope: SCOPE, maxKeys: 1000 }) }),
-});
 
 let server: RedisServer | undefined;
 const clients: TestClient[] = [];
@@ -107,120 +103,6 @@ function redisKeyCases(kindName: string, subject: () => ContractSubject): void {
     expect(left === -2 || (left >= 0 && left <= 1)).toBe(true);
   });
 }
-
-describe("MemoryDedupeStore bounds and clock", () => {
-  it("holds at most maxKeys ids, forgetting the oldest first", () => {
-    const store = new MemoryDedupeStore({ maxKeys: 3 });
-    for (const event of ["a", "b", "c", "d"]) {
-      expect(store.claim(event, 10_000)).toBe("claimed");
-      store.complete(event, 10_000);
-    }
-    expect(store.size).toBe(3);
-    expect(store.claim("b", 10_000)).toBe("done");
-    expect(store.claim("c", 10_000)).toBe("done");
-    expect(store.claim("d", 10_000)).toBe("done");
-    // "a" was the oldest: evicted, so it can be claimed again (which in turn evicts "b").
-    expect(store.claim("a", 10_000)).toBe("claimed");
-    expect(store.size).toBe(3);
-    expect(store.claim("b", 10_000)).toBe("claimed");
-  });
-
-  it("counts a completed id as written when it completed, so a fresh completion outlives older ids", () => {
-    const store = new MemoryDedupeStore({ maxKeys: 2 });
-    store.claim("old", 10_000);
-    store.claim("new", 10_000);
-    store.complete("old", 10_000); // re-written last: "new" is now the oldest write
-    store.claim("third", 10_000);
-    expect(store.claim("old", 10_000)).toBe("done");
-    expect(store.claim("new", 10_000)).toBe("claimed");
-  });
-
-  it("expires done ids after ttl and claims after their lease, by the injected clock", () => {
-    let now = 1_000_000;
-    const store = new MemoryDedupeStore({ now: () => now });
-    expect(store.claim("x", 100)).toBe("claimed");
-    now += 99;
-    expect(store.claim("x", 100)).toBe("in_flight");
-    now += 1;
-    expect(store.claim("x", 100)).toBe("claimed");
-    store.complete("x", 500);
-    now += 499;
-    expect(store.claim("x", 100)).toBe("done");
-    now += 1;
-    expect(store.claim("x", 100)).toBe("claimed");
-  });
-
-  it("sweeps expired ids as it is written to, so size falls back without a timer", () => {
-    let now = 0;
-    const store = new MemoryDedupeStore({ now: () => now });
-    for (let i = 0; i < 100; i++) store.complete(`old-${i}`, 10);
-    expect(store.size).toBe(100);
-    now = 1000;
-    for (let i = 0; i < 40; i++) store.complete(`new-${i}`, 10_000);
-    // Each write sweeps up to four expired entries: 100 expired ones are gone after 25 writes.
-    expect(store.size).toBe(40);
-  });
-
-  it("behaves as a plain model of itself over any sequence of claims, completions, releases and time", () => {
-    // The model: the ids in write order in an array, swept from the front on each write exactly
-    // as documented (past maxKeys the oldest goes; up to four expired ones go).
-    type Op = { kind: "claim" | "complete" | "release"; id: number; ms: number } | { kind: "wait"; ms: number };
-    const op: fc.Arbitrary<Op> = fc.oneof(
-      fc.record({
-        kind: fc.constantFrom("claim", "complete", "release") as fc.Arbitrary<"claim" | "complete" | "release">,
-        id: fc.integer({ min: 0, max: 7 }),
-        ms: fc.integer({ min: 0, max: 50 }), // 0: expired as it is written
-      }),
-      fc.record({ kind: fc.constant("wait" as const), ms: fc.integer({ min: 0, max: 60 }) }),
-    );
-    fc.assert(
-      fc.property(fc.integer({ min: 1, max: 5 }), fc.array(op, { maxLength: 120 }), (maxKeys, ops) => {
-        let now = 0;
-        const store = new MemoryDedupeStore({ maxKeys, now: () => now });
-        let model: { id: string; done: boolean; expires: number }[] = [];
-        const write = (id: string, done: boolean, expires: number) => {
-          model = model.filter((e) => e.id !== id);
-          model.push({ id, done, expires });
-          let swept = 0;
-          while (model.length > 0) {
-            const oldest = model[0] as (typeof model)[0];
-            if (model.length > maxKeys || (oldest.expires <= now && swept < 4)) {
-              model.shift();
-              swept++;
-            } else break;
-          }
-        };
-        for (const step of ops) {
-          if (step.kind === "wait") {
-            now += step.ms;
-            continue;
-          }
-          const id = `evt_${step.id}`;
-          const held = model.find((e) => e.id === id);
-          if (step.kind === "claim") {
-            const expected = held && held.expires > now ? (held.done ? "done" : "in_flight") : "claimed";
-            expect(store.claim(id, step.ms)).toBe(expected);
-            if (expected === "claimed") write(id, false, now + step.ms);
-          } else if (step.kind === "complete") {
-            store.complete(id, step.ms);
-            write(id, true, now + step.ms);
-          } else {
-            store.release(id);
-            if (held && !held.done) model = model.filter((e) => e.id !== id);
-          }
-          expect(store.size).toBe(model.length);
-        }
-      }),
-      { numRuns: 300 },
-    );
-  });
-
-  it("refuses a maxKeys that is not a positive whole number", () => {
-    for (const maxKeys of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
-      expect(() => new MemoryDedupeStore({ maxKeys })).toThrow(/maxKeys/);
-    }
-  });
-});
 
 // Issue 15 item 13: calls made directly (an idempotent worker's claim) are bounded by the store's
 // own `timeout`, whatever the client does while Redis is away.
@@ -334,11 +216,31 @@ describe("RedisDedupeStore construction", () => {
   });
 });
 
-describe("MemoryDedupeStore scope", () => {
-  it("is optional, and checked like the shared stores' when given", () => {
-    expect(new MemoryDedupeStore({ scope: "audit-app" }).claim("evt_1", 1000)).toBe("claimed");
-    for (const scope of ["", "a b", "x".repeat(101), 7]) {
-      expect(() => new MemoryDedupeStore({ scope } as never)).toThrow(/option "scope" of MemoryDedupeStore/);
+describe("RedisDedupeStore with a client of its own", () => {
+  it("passes the client's own error on at once, not as a timeout", async () => {
+    const refused = new Error("READONLY You can't write against a read only replica.");
+    const store = new RedisDedupeStore({ call: () => Promise.reject(refused) }, { scope: "app", timeout: "10s" });
+    const began = Date.now();
+    await expect(store.claim("evt_1", 1000)).rejects.toBe(refused);
+    await expect(store.complete("evt_1", 1000)).rejects.toBe(refused);
+    expect(Date.now() - began).toBeLessThan(5000);
+  });
+
+  it("reads a claim that found no key as claimed, whether the client says null or undefined", async () => {
+    for (const nothing of [null, undefined]) {
+      const sent: string[][] = [];
+      const store = new RedisDedupeStore(
+        {
+          sendCommand: async (args: string[]) => {
+            sent.push(args);
+            return nothing;
+          },
+        },
+        { scope: "app", prefix: "p:" },
+      );
+      expect(await store.claim("evt_1", 1500.2)).toBe("claimed");
+      expect(sent[0]?.slice(0, 2)).toEqual(["SET", "p:app:evt_1"]);
+      expect(sent[0]?.slice(3)).toEqual(["PX", "1501", "NX", "GET"]);
     }
   });
 });
