@@ -1,51 +1,35 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { createHmac } from "node:crypto";
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { resolve } from "node:path";
-import { Queue } from "bullmq";
+import { context, propagation, trace } from "@opentelemetry/api";
+import { type Telemetry as BullTelemetry, type Job, Queue, type QueueOptions } from "bullmq";
 import express from "express";
-import { createRouter, parseEvent, WebhookError } from "flag-webhooks";
+import { createRouter, parseEvent, WebhookError, type WebhookEvent } from "flag-webhooks";
 import { type EventJob, enqueueTo, eventJobId, processEvents } from "flag-webhooks/bullmq";
 import { webhookMiddleware } from "flag-webhooks/express";
 import { webhookHandler } from "flag-webhooks/fetch";
+import { openTelemetry } from "flag-webhooks/otel";
+import { createEvent, signedRequest } from "flag-webhooks/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serve } from "../../examples/fetch-node.js";
-import { close, listen } from "../support/http.js";
+import { delivery } from "../support/deliveries.js";
+import { close, listen, post as postTo, type Reply } from "../support/http.js";
+import { type Sdk, startSdk } from "../support/otel.js";
 import { type RedisServer, redisAvailability, startRedis, stopRedis } from "../support/redis-server.js";
 
-// The queue hand-off end to end (issue 11), on a real redis-server and real BullMQ: two receiver
-// instances (Express and fetch) each with its own Queue, and two worker processes.
+// flag-webhooks/bullmq on a real redis-server and real BullMQ. End to end: two receiver instances
+// (Express and fetch) each with its own Queue, and two worker processes. In this process: the
+// values a user sees in Redis (job name, id, options), the answers and errors, and what a worker
+// does with each job; everything from the package is made inside the tests, so a mutant of it is
+// run by the tests it changes. The trace across the queue: test/otel/bullmq.test.ts.
 const root = resolve(import.meta.dirname, "../..");
 const secret = "bullmq-test-secret";
 const availability = redisAvailability();
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
-function delivery(id: string): { body: string; signature: string } {
-  const body = JSON.stringify({
-    id,
-    type: "flag.updated",
-    createdAt: new Date().toISOString(),
-    environment: "production",
-    data: {
-      flag: "new-checkout",
-      changes: [{ path: "on", from: false, to: true }],
-      actor: { type: "user", email: "dana@example.com" },
-    },
-  });
-  return { body, signature: createHmac("sha256", secret).update(body).digest("hex") };
-}
-
-async function post(server: Server, id: string): Promise<{ status: number; code?: string }> {
-  const { port } = server.address() as AddressInfo;
-  const { body, signature } = delivery(id);
-  const response = await fetch(`http://127.0.0.1:${port}/webhooks`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "service-signature": signature },
-    body,
-  });
-  const text = await response.text();
-  return { status: response.status, code: text ? JSON.parse(text).error?.code : undefined };
+/** A fresh signed delivery of the event `id`, POSTed to a receiver: its status and error code. */
+async function post(server: Server, id: string): Promise<Reply> {
+  return postTo(server, await delivery(secret, { id }));
 }
 
 /** A worker process (test/fixtures/bullmq-worker.ts under tsx) and the lines it printed. */
@@ -163,7 +147,7 @@ describe.skipIf(!availability.available)("BullMQ queue hand-off (real redis-serv
   });
 
   it("sets its job defaults under the queue's defaultJobOptions and the options given to enqueueTo", async () => {
-    const event = (id: string) => JSON.parse(delivery(id).body);
+    const event = (id: string) => createEvent("flag.updated", { id });
     // A queue of its own name, so the workers above do not run these jobs.
     const queue = new Queue("flag-events-options", {
       connection: { host: "127.0.0.1", port: redis.port },
@@ -206,7 +190,7 @@ describe.skipIf(!availability.available)("BullMQ queue hand-off (real redis-serv
     expect((await post(express1, "flaky_1")).status).toBe(202);
     // fail_ always fails: three attempts, 100 ms apart, set for this enqueue.
     const enqueue = enqueueTo(queues[0] as Queue, { job: { attempts: 3, backoff: { type: "fixed", delay: 100 } } });
-    const reply = await enqueue(JSON.parse(delivery("fail_1").body));
+    const reply = await enqueue(createEvent("flag.updated", { id: "fail_1" }));
     expect(reply).toEqual({ status: 202 });
     const queue = queues[0] as Queue;
     await until(
@@ -330,7 +314,7 @@ describe.skipIf(!availability.available)("BullMQ queue hand-off (real redis-serv
       expect(processed.sort()).toEqual(expected.sort());
       expect(eventJobId("evt_shared_0", "audit-app")).toBe("@audit-app/event-evt_shared_0");
       // Without a scope, the queue is the scope: the second endpoint's copy adds no job.
-      const event = JSON.parse(delivery("evt_unscoped").body);
+      const event = createEvent("flag.updated", { id: "evt_unscoped" });
       await enqueueTo(queue)(event);
       await enqueueTo(queue)(event);
       expect(await queue.getJobCountByTypes("completed", "active", "waiting")).toBe(21);
@@ -354,7 +338,7 @@ describe.skipIf(!availability.available)("BullMQ queue hand-off (real redis-serv
     queue.on("error", () => {});
     queues.push(queue);
     try {
-      const valid = JSON.parse(delivery("evt_valid").body);
+      const valid = createEvent("flag.updated", { id: "evt_valid" });
       const newer = parseEvent(JSON.stringify({ ...valid, id: "evt_newer", type: "flag.archived", data: {} }));
       await enqueueTo(queue)(valid);
       await enqueueTo(queue)(newer); // a type this version does not know: kept as "unknown"
@@ -397,13 +381,6 @@ describe.skipIf(!availability.available)("BullMQ queue hand-off (real redis-serv
 });
 
 describe("enqueueTo and processEvents options", () => {
-  it("refuses what is not a queue, a queue name or a handler, when created", () => {
-    expect(() => enqueueTo({} as Queue)).toThrow(/needs a BullMQ Queue/);
-    expect(() => enqueueTo({ add: async () => {} } as never, { timeout: "soon" })).toThrow(/"timeout"/);
-    expect(() => processEvents({ queue: "", connection: {}, onEvent: () => {} })).toThrow(/"queue"/);
-    expect(() => processEvents({ queue: "q", connection: {}, onEvent: undefined as never })).toThrow(/"onEvent"/);
-  });
-
   it("checks a scope like the dedupe stores do, and no event id and scope pair shares a job id with another", () => {
     const queue = { add: async () => {} } as never;
     for (const scope of ["", "a/b", "a:b", "x".repeat(101), 5]) {
@@ -430,23 +407,6 @@ describe("enqueueTo and processEvents options", () => {
     expect(new Set(ids).size).toBe(pairs.length);
     for (const id of ids) expect(id).not.toContain(":");
     expect(() => eventJobId("x", "a/b")).toThrow(/"scope"/);
-  });
-
-  it("answers 503 store_unavailable, never 2xx, when Redis does not acknowledge in time", async () => {
-    // Nothing listens on port 1: BullMQ's client keeps reconnecting and queue.add never settles.
-    const queue = new Queue("flag-events", { connection: { host: "127.0.0.1", port: 1 } });
-    queue.on("error", () => {});
-    try {
-      const started = Date.now();
-      const error = await enqueueTo(queue, { timeout: 300 })(JSON.parse(delivery("evt_nowhere").body)).catch(
-        (caught: unknown) => caught,
-      );
-      expect(error).toBeInstanceOf(WebhookError);
-      expect([(error as WebhookError).code, (error as WebhookError).status]).toEqual(["store_unavailable", 503]);
-      expect(Date.now() - started).toBeLessThan(5000);
-    } finally {
-      await queue.close().catch(() => {});
-    }
   });
 });
 
@@ -501,7 +461,8 @@ describe.skipIf(!availability.available)("examples/bullmq (receiver.ts + worker.
       run("examples/bullmq/receiver.ts", env, /listening on http:\/\/127\.0\.0\.1:(\d+)\/webhooks/),
       run("examples/bullmq/worker.ts", env, /worker ready/),
     ]);
-    const { body, signature } = delivery("evt_example_1");
+    const { body, headers } = await delivery(secret, { id: "evt_example_1" });
+    const signature = headers["service-signature"];
     const url = `http://127.0.0.1:${receiver.match[1]}/webhooks`;
     const send = (sig: string) => fetch(url, { method: "POST", headers: { "service-signature": sig }, body });
     expect((await send(signature)).status).toBe(202);
@@ -513,4 +474,329 @@ describe.skipIf(!availability.available)("examples/bullmq (receiver.ts + worker.
       "processed evt_example_1 flag.updated new-checkout (on: false → true) attempt 1",
     ]);
   }, 40_000);
+});
+
+// In this process, without worker processes.
+const SECRET = "bullmq-in-process-secret";
+
+function event(id: string, type = "flag.updated"): WebhookEvent {
+  return {
+    id,
+    type,
+    createdAt: new Date().toISOString(),
+    environment: "staging",
+    data: { flag: "f", changes: [], actor: { type: "user", email: "a@example.com" } },
+  } as WebhookEvent;
+}
+
+async function waitFor<T>(get: () => Promise<T | undefined> | T | undefined, what: string): Promise<T> {
+  for (let i = 0; i < 200; i++) {
+    const value = await get();
+    if (value !== undefined) return value;
+    await sleep(25);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** A Queue to port 1, where nothing listens: BullMQ's client keeps reconnecting, add never settles. */
+function unreachableQueue(): Queue {
+  const queue = new Queue("nowhere", { connection: { host: "127.0.0.1", port: 1 } });
+  queue.on("error", () => {});
+  return queue;
+}
+
+async function enqueueError(enqueue: (event: WebhookEvent) => Promise<unknown>, id: string): Promise<WebhookError> {
+  const error = await enqueue(event(id)).then(
+    () => undefined,
+    (caught: unknown) => caught,
+  );
+  expect(error).toBeInstanceOf(WebhookError);
+  return error as WebhookError;
+}
+
+describe("enqueueTo without Redis answering", () => {
+  it("answers 503 store_unavailable, never 2xx, after the timeout given in ms, naming it in the cause", async () => {
+    const queue = unreachableQueue();
+    try {
+      const started = Date.now();
+      const error = await enqueueError(enqueueTo(queue, { timeout: 50 }), "evt_ms");
+      expect([error.code, error.status, error.message]).toEqual([
+        "store_unavailable",
+        503,
+        "the event queue is unavailable; retry later",
+      ]);
+      expect((error.cause as Error).message).toBe("Redis did not acknowledge the job within 50 ms");
+      // Answered in time, never left hanging: the sender's retry comes later.
+      expect(Date.now() - started).toBeLessThan(5000);
+    } finally {
+      await queue.close().catch(() => {});
+    }
+  });
+
+  it("takes the timeout as a duration, and waits 3 s by default", async () => {
+    const queue = unreachableQueue();
+    try {
+      const given = await enqueueError(enqueueTo(queue, { timeout: "0.1s" }), "evt_duration");
+      expect((given.cause as Error).message).toBe("Redis did not acknowledge the job within 100 ms");
+      const byDefault = await enqueueError(enqueueTo(queue), "evt_default");
+      expect((byDefault.cause as Error).message).toBe("Redis did not acknowledge the job within 3000 ms");
+    } finally {
+      await queue.close().catch(() => {});
+    }
+  }, 10_000);
+
+  it("answers store_unavailable with BullMQ's own error as the cause when the add fails", async () => {
+    const queue = unreachableQueue();
+    await queue.close().catch(() => {});
+    const error = await enqueueError(enqueueTo(queue, { timeout: 2000 }), "evt_closed");
+    expect(error.code).toBe("store_unavailable");
+    expect((error.cause as Error).message).not.toMatch(/did not acknowledge/);
+  });
+
+  it("names the function whose scope is wrong, and checks processEvents' queue and onEvent when it is made", () => {
+    const queue = unreachableQueue();
+    expect(() => enqueueTo(queue, { scope: "a/b" })).toThrow(/^flag-webhooks: option "scope" of enqueueTo must be/);
+    expect(() => eventJobId("x", "a b")).toThrow(/^flag-webhooks: option "scope" of eventJobId must be/);
+    void queue.close().catch(() => {});
+    const queueMessage = 'flag-webhooks: option "queue" must be the name of the BullMQ queue';
+    for (const name of ["", 7, undefined]) {
+      expect(() => processEvents({ queue: name as never, connection: {}, onEvent() {} })).toThrow(
+        new TypeError(queueMessage),
+      );
+    }
+    for (const onEvent of ["handler", undefined]) {
+      expect(() => processEvents({ queue: "q", connection: {}, onEvent: onEvent as never })).toThrow(
+        new TypeError('flag-webhooks: option "onEvent" must be a function'),
+      );
+    }
+    expect(() => processEvents(undefined as never)).toThrow(new TypeError(queueMessage));
+  });
+
+  it("checks the queue and the timeout when it is made", () => {
+    const queue = unreachableQueue();
+    expect(() => enqueueTo(queue, { timeout: "later" })).toThrow(/"timeout"/);
+    expect(() => enqueueTo({ add: async () => {} } as never, { timeout: "soon" })).toThrow(/"timeout"/);
+    for (const notAQueue of [null, {}]) {
+      expect(() => enqueueTo(notAQueue as never)).toThrow("flag-webhooks: enqueueTo(queue) needs a BullMQ Queue");
+    }
+    void queue.close().catch(() => {});
+  });
+});
+
+describe.skipIf(!availability.available)("enqueueTo and processEvents on a real redis-server", () => {
+  let redis: RedisServer;
+  let sdk: Sdk;
+  const queues: Queue[] = [];
+  const connection = () => ({ host: "127.0.0.1", port: redis.port });
+  const queue = (name: string, opts: Omit<QueueOptions, "connection"> = {}) => {
+    const one = new Queue(name, { connection: connection(), ...opts });
+    queues.push(one);
+    return one;
+  };
+
+  beforeAll(async () => {
+    sdk = startSdk();
+    redis = await startRedis();
+  }, 30_000);
+  afterAll(async () => {
+    await Promise.all(queues.map((one) => one.close().catch(() => {})));
+    await stopRedis(redis);
+    await sdk?.shutdown();
+  });
+
+  it("adds each event as a job named after its type, under its job id, with the default options, and answers 202", async () => {
+    const q = queue("defaults");
+    const reply = await enqueueTo(q)(event("evt:1%", "flag.deleted"));
+    expect(reply).toEqual({ status: 202 });
+    const job = (await q.getJob("event-evt%3A1%25")) as Job;
+    expect([job.name, job.id, job.data.id]).toEqual(["flag.deleted", "event-evt%3A1%25", "evt:1%"]);
+    expect(job.opts).toMatchObject({
+      attempts: 5,
+      backoff: { type: "exponential", delay: 1000 },
+      removeOnComplete: { age: 86_400 },
+      removeOnFail: false,
+    });
+    // No telemetry option: nothing but the event travels with the job.
+    expect(job.opts.telemetry).toBeUndefined();
+  });
+
+  it("puts the queue's defaultJobOptions over the defaults, and the given job options over both, but never a jobId", async () => {
+    const q = queue("layered", { defaultJobOptions: { attempts: 2, priority: 3 } });
+    await enqueueTo(q, { scope: "audit-app", job: { priority: 7, jobId: "mine" } as never })(event("evt_layered"));
+    const job = (await q.getJob(eventJobId("evt_layered", "audit-app"))) as Job;
+    expect(job.id).toBe("@audit-app/event-evt_layered");
+    expect(job.opts).toMatchObject({ attempts: 2, priority: 7, removeOnFail: false });
+    expect(await q.getJob("mine")).toBeUndefined();
+  });
+
+  it("carries the active trace context in opts.telemetry.metadata, keeping the job's own telemetry options", async () => {
+    const q = queue("traced");
+    const telemetry = openTelemetry();
+    const span = trace.getTracer("test").startSpan("parent");
+    const sent = event("evt_traced");
+    await context.with(trace.setSpan(context.active(), span), () =>
+      enqueueTo(q, { telemetry, job: { telemetry: { omitContext: true } } })(sent),
+    );
+    span.end();
+    const job = (await q.getJob("event-evt_traced")) as Job;
+    expect(job.opts.telemetry?.omitContext).toBe(true);
+    const carrier = JSON.parse(job.opts.telemetry?.metadata as string);
+    expect(carrier.traceparent).toBe(`00-${span.spanContext().traceId}-${span.spanContext().spanId}-01`);
+    expect(job.data).toEqual(sent);
+    // Outside any span there is no context to carry: the options are left as they are.
+    await enqueueTo(q, { telemetry })(event("evt_untraced"));
+    expect(((await q.getJob("event-evt_untraced")) as Job).opts.telemetry).toBeUndefined();
+  });
+
+  it("hands the worker's onEvent the validated event and its job, and a fetch receiver's delivery reaches it", async () => {
+    const q = queue("through");
+    const seen: string[] = [];
+    const worker = processEvents({
+      queue: "through",
+      connection: connection(),
+      onEvent: (e, job) => void seen.push(`${job.id} ${e.type} ${e.environment}`),
+    });
+    worker.on("error", () => {});
+    try {
+      const handler = webhookHandler({ secret: SECRET, onEvent: enqueueTo(q) });
+      const response = await handler(await signedRequest({ secret: SECRET, event: event("evt_through") }));
+      expect(response.status).toBe(202);
+      expect(await waitFor(() => seen[0], "the job")).toBe("event-evt_through flag.updated staging");
+      // The worker's options are BullMQ's: no telemetry of ours is passed on.
+      expect(worker.opts.telemetry).toBeUndefined();
+    } finally {
+      await worker.close();
+    }
+  });
+
+  it("fails a job with type unknown at once, with the reason, when originalType is missing or not a string", async () => {
+    const q = queue("unknown-types");
+    const seen: string[] = [];
+    const worker = processEvents({
+      queue: "unknown-types",
+      connection: connection(),
+      onEvent: (e) => void seen.push(`${e.id} ${e.type}`),
+    });
+    worker.on("error", () => {});
+    try {
+      const base = event("x");
+      await q.add("unknown", { ...base, id: "no_original", type: "unknown" }, { jobId: "no_original", attempts: 3 });
+      await q.add("unknown", { ...base, id: "num_original", type: "unknown", originalType: 7 }, { jobId: "num" });
+      await q.add(
+        "unknown",
+        { ...base, id: "known", type: "unknown", originalType: "flag.deleted" },
+        { jobId: "known" },
+      );
+      await q.add("unknown", null as never, { jobId: "null" });
+      await q.add(
+        "unknown",
+        { ...base, id: "kept", type: "unknown", originalType: "flag.archived" },
+        { jobId: "kept" },
+      );
+      const failed = await waitFor(async () => {
+        const jobs = await q.getFailed();
+        return jobs.length === 4 ? jobs : undefined;
+      }, "four failed jobs");
+      const reason = "does not hold a valid flag-webhooks event:";
+      expect(failed.map((job) => [job.id, job.attemptsMade, job.failedReason]).sort()).toEqual([
+        ["known", 1, `job known ${reason} type is "unknown" but originalType is the known type "flag.deleted"`],
+        ["no_original", 1, `job no_original ${reason} originalType must be a string`],
+        ["null", 1, `job null ${reason} body must be an object`],
+        ["num", 1, `job num ${reason} originalType must be a string`],
+      ]);
+      expect(await waitFor(() => seen[0], "the kept job")).toBe("kept unknown");
+    } finally {
+      await worker.close();
+    }
+  });
+
+  it("passes BullMQ's own telemetry on to the Worker, and keeps ours to itself", async () => {
+    queue("options");
+    // BullMQ's Telemetry interface (what bullmq-otel implements), recording nothing.
+    const span = {
+      setSpanOnContext: (c: unknown) => c,
+      setAttribute() {},
+      setAttributes() {},
+      addEvent() {},
+      recordException() {},
+      end() {},
+    };
+    const theirs = {
+      tracer: { startSpan: () => span },
+      contextManager: {
+        with: (_c: unknown, fn: () => unknown) => fn(),
+        active: () => ({}),
+        getMetadata: () => "",
+        fromMetadata: (c: unknown) => c,
+      },
+    } as unknown as BullTelemetry;
+    const passed = processEvents({
+      queue: "options",
+      connection: connection(),
+      autorun: false,
+      onEvent() {},
+      telemetry: theirs,
+    });
+    const ours = processEvents({
+      queue: "options",
+      connection: connection(),
+      autorun: false,
+      onEvent() {},
+      telemetry: openTelemetry(),
+    });
+    try {
+      expect(passed.opts.telemetry).toBe(theirs);
+      expect(ours.opts.telemetry).toBeUndefined();
+      expect(passed.opts.autorun).toBe(false);
+    } finally {
+      await Promise.all([passed.close(), ours.close()]);
+    }
+  });
+
+  it("runs a job whose trace metadata is not JSON in a span of a new trace, and fields that are not text are no context", async () => {
+    const q = queue("bad-metadata");
+    sdk.spans.reset();
+    const worker = processEvents({
+      queue: "bad-metadata",
+      connection: connection(),
+      telemetry: openTelemetry(),
+      onEvent() {},
+    });
+    worker.on("error", () => {});
+    try {
+      const parent = trace.getTracer("test").startSpan("elsewhere");
+      const carrier: Record<string, string> = {};
+      propagation.inject(trace.setSpan(context.active(), parent), carrier);
+      parent.end();
+      await q.add("flag.updated", event("evt_not_json"), { jobId: "not-json", telemetry: { metadata: "{not json" } });
+      await q.add("flag.updated", event("evt_numbers"), {
+        jobId: "numbers",
+        telemetry: { metadata: JSON.stringify({ traceparent: 42 }) },
+      });
+      await q.add("flag.updated", event("evt_linked"), {
+        jobId: "linked",
+        telemetry: { metadata: JSON.stringify({ ...carrier, extra: { nested: true } }) },
+      });
+      // A tracestate that is not text is dropped; the traceparent beside it still links the trace.
+      await q.add("flag.updated", event("evt_state"), {
+        jobId: "state",
+        telemetry: { metadata: JSON.stringify({ ...carrier, tracestate: ["vendor=1"] }) },
+      });
+      // A job added without any telemetry option (by other code) runs in a new trace.
+      await q.add("flag.updated", event("evt_plain"), { jobId: "plain" });
+      const spans = await sdk.ended("flag-webhooks.process", 5);
+      const byJob = new Map(spans.map((span) => [span.attributes["messaging.message.id"], span]));
+      for (const id of ["not-json", "numbers"]) {
+        expect(byJob.get(id)?.parentSpanContext).toBeUndefined();
+        expect(byJob.get(id)?.spanContext().traceId).not.toBe(parent.spanContext().traceId);
+      }
+      expect(byJob.get("linked")?.spanContext().traceId).toBe(parent.spanContext().traceId);
+      expect(byJob.get("linked")?.parentSpanContext?.spanId).toBe(parent.spanContext().spanId);
+      expect(byJob.get("state")?.spanContext().traceId).toBe(parent.spanContext().traceId);
+      expect(byJob.get("state")?.spanContext().traceState).toBeUndefined();
+      expect(byJob.get("plain")?.parentSpanContext).toBeUndefined();
+    } finally {
+      await worker.close();
+    }
+  });
 });

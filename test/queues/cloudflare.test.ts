@@ -1,20 +1,21 @@
-import { createHmac, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type ClaimResult, type DedupeStore, parseEvent, WebhookError } from "flag-webhooks";
-import { consumeEvents, DurableObjectDedupeStore, type EventMessage, enqueueTo } from "flag-webhooks/cloudflare";
+import { parseEvent, WebhookError } from "flag-webhooks";
+import { consumeEvents, type EventMessage, enqueueTo } from "flag-webhooks/cloudflare";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { bundleWorker, reportWorkerdCoverage, strykerMutantBanner } from "../support/cloudflare-bundle.js";
-import { describeStoreContract } from "../support/store-contract.js";
+import { signatureOf } from "../support/deliveries.js";
 
-// flag-webhooks/cloudflare in workerd, through miniflare: a real Worker (test/fixtures/cloudflare/
-// worker.ts, bundled with esbuild) with real Durable Object, Queue and KV bindings. The store
-// contract runs against stores living inside the Worker, driven over a route. Under Stryker
-// (stryker.workerd.config.mjs) the mutant switched on here is switched on in workerd too, and what
-// workerd covered is handed back: that is how src/cloudflare/queue.ts, which runs only there, is measured.
+// The Cloudflare Queues hand-off in workerd, through miniflare: a real Worker (test/fixtures/
+// cloudflare/worker.ts, bundled with esbuild) that receives deliveries, dedupes them on Durable
+// Objects and enqueues them, with real Durable Object, Queue and KV bindings, and its consumer.
+// Under Stryker (stryker.workerd.config.mjs) the mutant switched on here is switched on in workerd
+// too, and what workerd covered is handed back: that is how the consumer, which runs only there,
+// is measured. The Durable Object store itself: test/stores/durable-object.test.ts.
 
 const SECRET = "whsec-cloudflare-test";
-const sign = (body: string) => createHmac("sha256", SECRET).update(body).digest("hex");
+const sign = (body: string) => signatureOf(SECRET, body);
 
 let mf: Miniflare;
 // Why the Worker did not start, if it did not: the first test fails with it. A failed beforeAll
@@ -53,110 +54,6 @@ afterAll(async () => {
   await mf?.dispose();
 });
 
-async function call(store: string, op: string, id: string, ms: number): Promise<unknown> {
-  const response = await mf.dispatchFetch("http://worker/store", {
-    method: "POST",
-    body: JSON.stringify({ store, op, id, ms }),
-  });
-  const text = await response.text();
-  if (response.status !== 200) throw new Error(`the Worker answered ${response.status}: ${text}`);
-  return (JSON.parse(text) as { result: unknown }).result;
-}
-
-/** A store inside the Worker, driven from here: each call is one request to the Worker. */
-function bridged(name: string): DedupeStore {
-  return {
-    claim: (id, lease) => call(name, "claim", id, lease) as Promise<ClaimResult>,
-    complete: async (id, ttl) => void (await call(name, "complete", id, ttl)),
-    release: async (id) => void (await call(name, "release", id, 0)),
-  };
-}
-
-/** Every key stored in the objects of a scope with 4 shards. */
-async function storedKeys(scope: string): Promise<string[]> {
-  const namespace = await mf.getDurableObjectNamespace("DEDUPE");
-  const keys: string[] = [];
-  for (let shard = 0; shard < 4; shard++) {
-    const stub = namespace.get(namespace.idFromName(`${scope}:${shard}`));
-    keys.push(...((await (await stub.fetch("http://object/__keys")).json()) as string[]).map((k) => `${shard}|${k}`));
-  }
-  return keys;
-}
-
-describeStoreContract(
-  "DurableObjectDedupeStore in workerd (miniflare)",
-  {
-    shared: true,
-    scoped: true,
-    async make() {
-      return { store: bridged("a"), peer: bridged("b"), otherScope: bridged("other") };
-    },
-  },
-  () => {
-    it("keeps each id in one object of its scope, spread over the shards, and its alarm deletes records that expired", async () => {
-      const ids = Array.from({ length: 24 }, () => `evt_${randomUUID()}`);
-      const a = bridged("a");
-      expect(await Promise.all(ids.map((id) => a.claim(id, 10_000)))).toEqual(ids.map(() => "claimed"));
-      await Promise.all(ids.map((id) => a.complete(id, 1500)));
-      const records = new Set(ids.map((id) => `id:contract#${id}`));
-      const held = (await storedKeys("contract")).filter((key) => records.has(key.split("|")[1] as string));
-      expect(held).toHaveLength(ids.length);
-      expect(new Set(held.map((key) => key.split("|")[0])).size).toBeGreaterThan(1);
-      // One expiry index key per record: the claim's went when the record was completed.
-      const all = (await storedKeys("contract")).filter((key) => ids.some((id) => key.includes(id)));
-      expect(all).toHaveLength(2 * ids.length);
-      // Nothing reads them again: only the alarm can delete them (and their expiry index keys).
-      await expect
-        .poll(async () => (await storedKeys("contract")).filter((key) => ids.some((id) => key.includes(id))), {
-          timeout: 6000,
-          interval: 100,
-        })
-        .toEqual([]);
-    });
-
-    it("costs one request to an object per claim, completion and release: 2 per delivery, 1 per duplicate", async () => {
-      const requests = async () => (await (await mf.dispatchFetch("http://worker/object-requests")).json()) as number;
-      const counted = bridged("counted");
-      const id = `evt_${randomUUID()}`;
-      const start = await requests();
-      expect(await counted.claim(id, 10_000)).toBe("claimed");
-      await counted.complete(id, 60_000);
-      expect((await requests()) - start).toBe(2);
-      expect(await counted.claim(id, 10_000)).toBe("done");
-      expect((await requests()) - start).toBe(3);
-      const other = `evt_${randomUUID()}`;
-      expect(await counted.claim(other, 10_000)).toBe("claimed");
-      await counted.release(other);
-      expect((await requests()) - start).toBe(5);
-    });
-
-    it("dedupes an id too long for a storage key under its SHA-256", async () => {
-      const id = `evt_${"é".repeat(3000)}`;
-      expect(await bridged("a").claim(id, 10_000)).toBe("claimed");
-      expect(await bridged("b").claim(id, 10_000)).toBe("in_flight");
-      expect(await bridged("b").claim(`${id}x`, 10_000)).toBe("claimed");
-    });
-  },
-);
-
-describe("DurableObjectDedupeStore options", () => {
-  const namespace = { idFromName: () => "id", get: () => ({ fetch: async () => new Response("{}") }) };
-  it("requires a scope of 1-100 characters of A-Za-z0-9._- and names the option", () => {
-    for (const scope of [undefined, "", "a:b", "a#b", "x".repeat(101)]) {
-      expect(() => new DurableObjectDedupeStore(namespace, { scope } as never)).toThrow(
-        /option "scope" of DurableObjectDedupeStore must be 1-100 characters/,
-      );
-    }
-  });
-
-  it("requires a namespace binding and a shard count from 1 to 1024", () => {
-    expect(() => new DurableObjectDedupeStore({} as never, { scope: "a" })).toThrow(/namespace binding/);
-    for (const shards of [0, 1.5, 1025]) {
-      expect(() => new DurableObjectDedupeStore(namespace, { scope: "a", shards })).toThrow(/option "shards"/);
-    }
-  });
-});
-
 const eventBody = (id: string, flag = "new-checkout", pad = 0) =>
   JSON.stringify({
     id,
@@ -171,10 +68,10 @@ const eventBody = (id: string, flag = "new-checkout", pad = 0) =>
     },
   });
 
-function deliver(body: string, signature = sign(body)) {
+async function deliver(body: string, signature?: string) {
   return mf.dispatchFetch("http://worker/webhooks", {
     method: "POST",
-    headers: { "content-type": "application/json", "service-signature": signature },
+    headers: { "content-type": "application/json", "service-signature": signature ?? (await sign(body)) },
     body,
   });
 }
@@ -209,14 +106,15 @@ describe("a Worker receiving into a Queue, deduped by Durable Objects", () => {
       .toEqual([{ key: `seen:${id}:1`, value: { type: "flag.updated", flag: "new-checkout", changes: 1 } }]);
     const again = await deliver(body);
     expect([again.status, again.headers.get("webhook-duplicate")]).toEqual([204, "true"]);
-    const forged = await deliver(body, sign(`${body} `));
+    const forged = await deliver(body, await sign(`${body} `));
     expect(forged.status).toBe(401);
   });
 
   it("the same delivery at the same moment, many times, is enqueued and consumed once", async () => {
     const id = `evt_${randomUUID()}`;
     const body = eventBody(id);
-    const answers = await Promise.all(Array.from({ length: 6 }, () => deliver(body)));
+    const signature = await sign(body);
+    const answers = await Promise.all(Array.from({ length: 6 }, () => deliver(body, signature)));
     const statuses = answers.map((r) => r.status);
     // One copy claimed and enqueued; each other copy met its claim (409) or its completion (204).
     expect(statuses.filter((s) => s === 202)).toHaveLength(1);
@@ -293,8 +191,12 @@ describe("examples/cloudflare-worker-dedupe", () => {
   afterAll(() => example?.dispose());
 
   it("worker.ts answers 202, consumes the event into KV, answers a duplicate as one, and refuses a forgery", async () => {
-    const post = (body: string, signature = sign(body)) =>
-      example.dispatchFetch("http://worker/", { method: "POST", headers: { "service-signature": signature }, body });
+    const post = async (body: string, signature?: string) =>
+      example.dispatchFetch("http://worker/", {
+        method: "POST",
+        headers: { "service-signature": signature ?? (await sign(body)) },
+        body,
+      });
     const id = `evt_${randomUUID()}`;
     const flag = `flag-${randomUUID().slice(0, 8)}`;
     const body = eventBody(id, flag);
@@ -309,7 +211,7 @@ describe("examples/cloudflare-worker-dedupe", () => {
       });
     const again = await post(body);
     expect([again.status, again.headers.get("webhook-duplicate")]).toEqual([204, "true"]);
-    const forged = await post(body, sign(`${body} `));
+    const forged = await post(body, await sign(`${body} `));
     expect(forged.status).toBe(401);
     expect((await post("{}", "zz")).status).toBe(401);
   });

@@ -1,16 +1,18 @@
 import { createHash, randomUUID } from "node:crypto";
+import type { ClaimResult, DedupeStore } from "flag-webhooks";
 import { type DedupeNamespace, DurableObjectDedupeStore } from "flag-webhooks/cloudflare";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bundleWorker, reportWorkerdCoverage, strykerMutantBanner } from "../support/cloudflare-bundle.js";
 import { describeStoreContract } from "../support/store-contract.js";
 
-// DurableObjectDedupeStore from src/, run in Node (so Stryker can switch its mutants), over REAL
-// Durable Object namespaces: miniflare's getDurableObjectNamespace() proxies each request to the
-// objects running in workerd (test/fixtures/cloudflare/objects.ts): the real DedupeObject, and an
-// odd one that answers what a DedupeObject never does. test/cloudflare.test.ts runs the same
-// store inside the Worker. Under Stryker the mutant it switches on here is switched on in workerd
-// too (strykerMutantBanner), so the DedupeObject's own cases below measure dedupe-object.ts.
+// DurableObjectDedupeStore and DedupeObject. The store from src/, run in Node (so Stryker can
+// switch its mutants), over REAL Durable Object namespaces: miniflare's getDurableObjectNamespace()
+// proxies each request to the objects running in workerd (test/fixtures/cloudflare/objects.ts):
+// the real DedupeObject, and an odd one that answers what a DedupeObject never does. Then the
+// same store inside the Worker, driven over a route. Under Stryker the mutant it switches on here
+// is switched on in workerd too (strykerMutantBanner), so the cases that run there measure the
+// Durable Object's code. The Worker that receives into a Queue: test/queues/cloudflare.test.ts.
 
 let mf: Miniflare;
 let dedupe: DedupeNamespace;
@@ -123,6 +125,89 @@ describeStoreContract(
   },
 );
 
+// The same store inside a Worker, as an app runs it, driven over a route of the Worker
+// (test/fixtures/cloudflare/objects.ts): each call is one request to workerd.
+async function call(store: string, op: string, id: string, ms: number): Promise<unknown> {
+  const response = await mf.dispatchFetch("http://objects/store", {
+    method: "POST",
+    body: JSON.stringify({ store, op, id, ms }),
+  });
+  const text = await response.text();
+  if (response.status !== 200) throw new Error(`the bridge answered ${response.status}: ${text}`);
+  return (JSON.parse(text) as { result: unknown }).result;
+}
+
+/** A store inside the Worker, driven from here: each call is one request to the Worker. */
+function bridged(name: string): DedupeStore {
+  return {
+    claim: (id, lease) => call(name, "claim", id, lease) as Promise<ClaimResult>,
+    complete: async (id, ttl) => void (await call(name, "complete", id, ttl)),
+    release: async (id) => void (await call(name, "release", id, 0)),
+  };
+}
+
+/** Every key stored in the objects of a scope with 4 shards, each as `<shard>|<key>`. */
+async function storedKeys(scope: string): Promise<string[]> {
+  const held = await Promise.all(Array.from({ length: 4 }, (_, shard) => keysOf(`${scope}:${shard}`)));
+  return held.flatMap((keys, shard) => keys.map((key) => `${shard}|${key}`));
+}
+
+describeStoreContract(
+  "DurableObjectDedupeStore in workerd (miniflare)",
+  {
+    shared: true,
+    scoped: true,
+    async make() {
+      return { store: bridged("a"), peer: bridged("b"), otherScope: bridged("other") };
+    },
+  },
+  () => {
+    it("keeps each id in one object of its scope, spread over the shards, and its alarm deletes records that expired", async () => {
+      const ids = Array.from({ length: 24 }, () => `evt_${randomUUID()}`);
+      const a = bridged("a");
+      expect(await Promise.all(ids.map((id) => a.claim(id, 10_000)))).toEqual(ids.map(() => "claimed"));
+      await Promise.all(ids.map((id) => a.complete(id, 1500)));
+      const records = new Set(ids.map((id) => `id:contract#${id}`));
+      const held = (await storedKeys("contract")).filter((key) => records.has(key.split("|")[1] as string));
+      expect(held).toHaveLength(ids.length);
+      expect(new Set(held.map((key) => key.split("|")[0])).size).toBeGreaterThan(1);
+      // One expiry index key per record: the claim's went when the record was completed.
+      const all = (await storedKeys("contract")).filter((key) => ids.some((id) => key.includes(id)));
+      expect(all).toHaveLength(2 * ids.length);
+      // Nothing reads them again: only the alarm can delete them (and their expiry index keys).
+      await expect
+        .poll(async () => (await storedKeys("contract")).filter((key) => ids.some((id) => key.includes(id))), {
+          timeout: 6000,
+          interval: 100,
+        })
+        .toEqual([]);
+    });
+
+    it("costs one request to an object per claim, completion and release: 2 per delivery, 1 per duplicate", async () => {
+      const requests = async () => (await (await mf.dispatchFetch("http://objects/object-requests")).json()) as number;
+      const counted = bridged("counted");
+      const id = `evt_${randomUUID()}`;
+      const start = await requests();
+      expect(await counted.claim(id, 10_000)).toBe("claimed");
+      await counted.complete(id, 60_000);
+      expect((await requests()) - start).toBe(2);
+      expect(await counted.claim(id, 10_000)).toBe("done");
+      expect((await requests()) - start).toBe(3);
+      const other = `evt_${randomUUID()}`;
+      expect(await counted.claim(other, 10_000)).toBe("claimed");
+      await counted.release(other);
+      expect((await requests()) - start).toBe(5);
+    });
+
+    it("dedupes an id too long for a storage key under its SHA-256", async () => {
+      const id = `evt_${"é".repeat(3000)}`;
+      expect(await bridged("a").claim(id, 10_000)).toBe("claimed");
+      expect(await bridged("b").claim(id, 10_000)).toBe("in_flight");
+      expect(await bridged("b").claim(`${id}x`, 10_000)).toBe("claimed");
+    });
+  },
+);
+
 describe("DurableObjectDedupeStore over a real namespace: shards", () => {
   it("spreads ids over 16 objects by default, by the same hash", async () => {
     const store = new DurableObjectDedupeStore(dedupe, { scope: "default-shards" });
@@ -205,7 +290,14 @@ describe("DurableObjectDedupeStore options", () => {
   });
 
   it("requires a scope, naming the option, also when options are missing", () => {
-    for (const options of [undefined, {}, { scope: "" }, { scope: "a:b" }, { scope: "x".repeat(101) }]) {
+    for (const options of [
+      undefined,
+      {},
+      { scope: "" },
+      { scope: "a:b" },
+      { scope: "a#b" },
+      { scope: "x".repeat(101) },
+    ]) {
       expect(() => new DurableObjectDedupeStore(dedupe, options as never)).toThrow(
         new TypeError(
           'flag-webhooks: option "scope" of DurableObjectDedupeStore must be 1-100 characters of A-Z a-z 0-9 . _ -',
