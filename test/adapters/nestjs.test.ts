@@ -1,4 +1,3 @@
-import { createHmac } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import type { INestApplication } from "@nestjs/common";
 import { NestFactory } from "@nestjs/core";
@@ -7,12 +6,13 @@ import { verifyEvent } from "flag-webhooks";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AppModule } from "../../examples/nestjs/app.module.js";
 import { createApp } from "../../examples/nestjs/main.js";
+import { signatureOf } from "../support/deliveries.js";
 import { vector } from "../support/vectors.js";
 
 // examples/nestjs booted as its README section says (Nest 11 on Express, rawBody: true, the
 // Express middleware on the webhook route), and sent real signed deliveries over loopback HTTP.
 const { secret, body } = vector("flag-updated-compact");
-const sign = (bytes: Uint8Array) => createHmac("sha256", secret).update(bytes).digest("hex");
+const sign = (bytes: Uint8Array) => signatureOf(secret, bytes);
 const summary = "dana@example.com changed new-checkout in production (on: false → true)";
 /** The compact event padded with JSON whitespace to 200 KiB: over body-parser's 100 KiB default. */
 const large = Buffer.concat([body, Buffer.alloc(200 * 1024 - body.length, " ")]);
@@ -25,10 +25,10 @@ async function serve(app: INestApplication): Promise<string> {
   return `http://127.0.0.1:${port}`;
 }
 
-function post(base: string, payload: Uint8Array, headers: Record<string, string> = {}) {
+async function post(base: string, payload: Uint8Array, headers: Record<string, string> = {}) {
   return fetch(`${base}/webhooks`, {
     method: "POST",
-    headers: { "content-type": "application/json", "service-signature": sign(payload), ...headers },
+    headers: { "content-type": "application/json", "service-signature": await sign(payload), ...headers },
     body: new Uint8Array(payload),
   });
 }
@@ -102,7 +102,7 @@ describe("examples/nestjs", () => {
 
   it("a guard built on verifyEvent gets a TypeError naming rawBody: true when req.rawBody is undefined", async () => {
     const rawBody: Uint8Array | undefined = undefined; // what req.rawBody is without rawBody: true
-    const thrown = verifyEvent({ secret, payload: rawBody as never, signature: sign(body) });
+    const thrown = verifyEvent({ secret, payload: rawBody as never, signature: await sign(body) });
     await expect(thrown).rejects.toBeInstanceOf(TypeError);
     await expect(thrown).rejects.toThrow(/NestFactory\.create\(AppModule, \{ rawBody: true \}\)/);
   });

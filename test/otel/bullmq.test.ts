@@ -1,4 +1,3 @@
-import { createHmac } from "node:crypto";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
@@ -9,6 +8,7 @@ import { enqueueTo, processEvents } from "flag-webhooks/bullmq";
 import { webhookHandler } from "flag-webhooks/fetch";
 import { openTelemetry } from "flag-webhooks/otel";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { signatureOf } from "../support/deliveries.js";
 import { close, listen } from "../support/http.js";
 import { type Sdk, startSdk } from "../support/otel.js";
 import { type RedisServer, redisAvailability, startRedis, stopRedis } from "../support/redis-server.js";
@@ -72,7 +72,7 @@ describe.skipIf(!availability.available)("one trace from the delivery to the wor
     const { port } = server.address() as AddressInfo;
     const response = await fetch(`http://127.0.0.1:${port}/webhooks`, {
       method: "POST",
-      headers: { "service-signature": createHmac("sha256", SECRET).update(body).digest("hex") },
+      headers: { "service-signature": await signatureOf(SECRET, body) },
       body,
     });
     expect(response.status).toBe(202);

@@ -1,4 +1,3 @@
-import { createHmac } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
@@ -17,10 +16,11 @@ import { openTelemetry } from "flag-webhooks/otel";
 import { Hono } from "hono";
 import Koa from "koa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { signedHeaders } from "../support/deliveries.js";
 import { close, listen } from "../support/http.js";
 import { type Sdk, startSdk } from "../support/otel.js";
 
-// Issue 18: every delivery as one span and a few metric points, through the real OpenTelemetry
+// Every delivery as one span and a few metric points, through the real OpenTelemetry
 // SDK (in-memory exporters) and @opentelemetry/instrumentation-http on real servers, whose
 // server span must be the delivery span's parent. One case table, every adapter.
 
@@ -129,7 +129,7 @@ interface Request {
 }
 interface Case {
   name: string;
-  request(prefix: string): Request;
+  request(prefix: string): Request | Promise<Request>;
   status: number;
   outcome: string;
   /** Whether the span is an error (refusals but duplicates, handler failures). */
@@ -154,13 +154,8 @@ function eventBody(id: string, overrides: Record<string, unknown> = {}): string 
     ...overrides,
   });
 }
-const signature = (body: string, secret = OLD_SECRET) => createHmac("sha256", secret).update(body).digest("hex");
-function signed(body: string, secret = OLD_SECRET): Request {
-  return {
-    method: "POST",
-    headers: { "content-type": "application/json", "service-signature": signature(body, secret) },
-    body,
-  };
+async function signed(body: string, secret = OLD_SECRET): Promise<Request> {
+  return { method: "POST", headers: await signedHeaders(secret, body), body };
 }
 const failing = { flag: "fail", changes: [], actor: { type: "user", email: "a@example.com" } };
 
@@ -287,7 +282,7 @@ describe.each(targets)("telemetry through $name", (target) => {
   it.each(cases)("$name", async (c) => {
     sdk.spans.reset();
     await sdk.points();
-    const request = c.request(prefix);
+    const request = await c.request(prefix);
     sent.push(request.body ?? "", ...Object.values(request.headers));
     expect(await deliver(server, request)).toBe(c.status);
 
@@ -395,7 +390,7 @@ describe("the telemetry option", () => {
       onEvent: (event) => void handled.push(event.id),
       onError: (error) => void reported.push(error),
     });
-    const { body, headers } = signed(eventBody("evt_otel_throwing"));
+    const { body, headers } = await signed(eventBody("evt_otel_throwing"));
     const post = () => handler(new Request("http://localhost/webhooks", { method: "POST", headers, body }));
     expect((await post()).status).toBe(204);
     expect((await post()).headers.get("webhook-duplicate")).toBe("true");

@@ -1,4 +1,3 @@
-import { createHmac } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { SpanKind } from "@opentelemetry/api";
@@ -7,6 +6,7 @@ import { InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../examples/otel/server.js";
 import { startTelemetry } from "../../examples/otel/telemetry.js";
+import { signatureOf } from "../support/deliveries.js";
 import { close, listen } from "../support/http.js";
 
 // examples/otel as its README section says to run it: the SDK started first, then the Express
@@ -42,7 +42,7 @@ describe("examples/otel", () => {
     const response = await fetch(`http://127.0.0.1:${port}/webhooks`, {
       method: "POST",
       headers: {
-        "service-signature": createHmac("sha256", SECRET).update(body).digest("hex"),
+        "service-signature": await signatureOf(SECRET, body),
         traceparent: `00-${SENDER_TRACE}-${SENDER_SPAN}-01`,
       },
       body,

@@ -1,4 +1,3 @@
-import { createHmac } from "node:crypto";
 import { SpanStatusCode } from "@opentelemetry/api";
 import {
   AggregationTemporality,
@@ -17,16 +16,17 @@ import { MemoryDedupeStore, type WebhookEvent } from "flag-webhooks";
 import { webhookHandler } from "flag-webhooks/fetch";
 import { type OpenTelemetryOptions, openTelemetry } from "flag-webhooks/otel";
 import { describe, expect, it } from "vitest";
+import { signatureOf } from "../support/deliveries.js";
 
 // openTelemetry() with providers passed as options and no global SDK registered (this file never
 // registers one): what it does with no SDK, with only a tracer, with only a meter, and the
 // instruments and spans it makes, read back from the SDK's in-memory exporters.
-const SECRET = "mutation-otel-secret";
+const SECRET = "otel-providers-secret";
 
-function delivery(body: string, signature = createHmac("sha256", SECRET).update(body).digest("hex")): Request {
+async function delivery(body: string, signature?: string): Promise<Request> {
   return new Request("http://localhost/webhooks", {
     method: "POST",
-    headers: { "service-signature": signature },
+    headers: { "service-signature": signature ?? (await signatureOf(SECRET, body)) },
     body,
   });
 }
@@ -76,7 +76,7 @@ describe("openTelemetry without a registered SDK", () => {
   it("traces each delivery with the tracer given, even with no meter", async () => {
     const { spans, tracerProvider } = tracing();
     const body = JSON.stringify(event);
-    expect(await handle({ tracerProvider }, delivery(body))).toBe(204);
+    expect(await handle({ tracerProvider }, await delivery(body))).toBe(204);
     const [span] = spans.getFinishedSpans();
     expect([span?.name, span?.instrumentationScope.name]).toEqual(["flag-webhooks.receive", "flag-webhooks"]);
     expect(span?.attributes).toMatchObject({
@@ -91,8 +91,8 @@ describe("openTelemetry without a registered SDK", () => {
   it("records the metrics with the meter given, even with no tracer, under their names, units and buckets", async () => {
     const { meterProvider, metrics } = metering();
     const body = JSON.stringify(event);
-    expect(await handle({ meterProvider }, delivery(body))).toBe(204);
-    expect(await handle({ meterProvider }, delivery(body, "0".repeat(64)))).toBe(401);
+    expect(await handle({ meterProvider }, await delivery(body))).toBe(204);
+    expect(await handle({ meterProvider }, await delivery(body, "0".repeat(64)))).toBe(401);
     const found = await metrics();
     const descriptors = Object.fromEntries(
       found.map((metric) => [metric.descriptor.name, [metric.descriptor.unit, metric.descriptor.description]]),
@@ -128,7 +128,7 @@ describe("openTelemetry without a registered SDK", () => {
       dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
       onEvent() {},
     });
-    expect((await handler(delivery(JSON.stringify(event)))).status).toBe(204);
+    expect((await handler(await delivery(JSON.stringify(event)))).status).toBe(204);
     const store = (await metrics()).find((metric) => metric.descriptor.name === "flag_webhooks.store.duration");
     expect([store?.descriptor.unit, store?.descriptor.description]).toEqual([
       "s",

@@ -1,9 +1,8 @@
-import { createHmac } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import { resolve } from "node:path";
 import { build } from "esbuild";
 import express from "express";
-import { MemoryDedupeStore, parseEvent, type WebhookEvent, type WebhookEventType } from "flag-webhooks";
+import { MemoryDedupeStore, parseEvent, sign, type WebhookEvent, type WebhookEventType } from "flag-webhooks";
 import { webhookMiddleware } from "flag-webhooks/express";
 import { webhookHandler } from "flag-webhooks/fetch";
 import { createEvent, signedDelivery, signedRequest } from "flag-webhooks/testing";
@@ -17,7 +16,8 @@ const root = resolve(import.meta.dirname, "../..");
 // flag-webhooks/testing, used as a receiver's test suite would use it: real Express over real
 // HTTP with supertest, real Request objects into the real fetch handler.
 const secret = "test-secret";
-const hmac = (body: string | Uint8Array) => createHmac("sha256", secret).update(body).digest("hex");
+// The core's own sign(), itself checked against openssl in test/core/signature.test.ts.
+const hmac = (body: string | Uint8Array) => sign({ secret, payload: body });
 const TYPES: WebhookEventType[] = [
   "flag.updated",
   "flag.created",
@@ -117,13 +117,50 @@ describe("createEvent", () => {
   });
 });
 
+describe("createEvent overrides that are not plain objects, and events a test changes", () => {
+  it("replaces a default object with an array, a string or null instead of merging into it", () => {
+    expect(createEvent("flag.created", { data: ["a"] as never }).data).toEqual(["a"]);
+    expect(createEvent("flag.updated", { data: { actor: "system" as never } }).data.actor).toBe("system");
+    expect(createEvent("flag.updated", { data: { actor: null as never } }).data.actor).toBeNull();
+  });
+
+  it("merges an override object without a prototype like a plain one", () => {
+    const actor = Object.assign(Object.create(null), { email: "ops@example.com" });
+    const event = createEvent("flag.updated", { data: { actor } });
+    expect(event.data.actor).toEqual({ type: "user", email: "ops@example.com" });
+  });
+
+  it("gives fields a test can change and delete afterwards", () => {
+    const event = createEvent("flag.updated", { environment: "staging", data: { flag: "dark-mode" } });
+    event.environment = "production";
+    event.data.flag = "light-mode";
+    delete (event.data as { actor?: unknown }).actor;
+    expect([event.environment, event.data.flag, "actor" in event.data]).toEqual(["production", "light-mode", false]);
+  });
+});
+
+describe("createEvent defaults of the types with undocumented data", () => {
+  it.each(["flag.created", "flag.deleted", "rollout.step", "rollout.guard_triggered"] as const)(
+    "gives %s the data { flag: 'new-checkout' }",
+    (type) => {
+      expect(createEvent(type).data).toEqual({ flag: "new-checkout" });
+    },
+  );
+
+  it("lets a test delete a field it overrode", () => {
+    const event = createEvent("flag.deleted", { data: { flag: "gone" } });
+    delete (event.data as { flag?: string }).flag;
+    expect(event.data).toEqual({});
+  });
+});
+
 describe("signedDelivery", () => {
   it("signs JSON.stringify(event) and returns it with the service's headers", async () => {
     const event = createEvent("flag.updated");
     const delivery = await signedDelivery({ secret, event });
     expect(delivery).toEqual({
       body: JSON.stringify(event),
-      headers: { "content-type": "application/json", "service-signature": hmac(JSON.stringify(event)) },
+      headers: { "content-type": "application/json", "service-signature": await hmac(JSON.stringify(event)) },
     });
   });
 
@@ -133,7 +170,7 @@ describe("signedDelivery", () => {
     const fromBytes = await signedDelivery({ secret, body: new TextEncoder().encode(body) });
     expect(fromString).toEqual({
       body,
-      headers: { "content-type": "application/json", "service-signature": hmac(body) },
+      headers: { "content-type": "application/json", "service-signature": await hmac(body) },
     });
     expect(fromBytes).toEqual(fromString);
   });
@@ -142,7 +179,7 @@ describe("signedDelivery", () => {
     const bytes = Uint8Array.of(0xef, 0xbb, 0xbf, 0x7b, 0x7d);
     const delivery = await signedDelivery({ secret, body: bytes });
     expect(new TextEncoder().encode(delivery.body)).toEqual(bytes);
-    expect(delivery.headers["service-signature"]).toBe(hmac(bytes));
+    expect(delivery.headers["service-signature"]).toBe(await hmac(bytes));
   });
 
   it("refuses bytes that are not UTF-8, pointing to signedRequest", async () => {
@@ -157,6 +194,14 @@ describe("signedDelivery", () => {
   ])("throws a TypeError for %s", async (_, options, message) => {
     await expect(signedDelivery(options as never)).rejects.toThrow(message);
     await expect(signedRequest(options as never)).rejects.toThrow(message);
+  });
+});
+
+describe("signedDelivery and signedRequest with options that are not an object", () => {
+  it.each([null, undefined, "s3cr3t"])("refuses %s with a TypeError that says what is needed", async (options) => {
+    const message = 'flag-webhooks/testing: options with a "secret" and an "event" or a "body" are required';
+    await expect(signedDelivery(options as never)).rejects.toThrow(new TypeError(message));
+    await expect(signedRequest(options as never)).rejects.toThrow(new TypeError(message));
   });
 });
 
@@ -185,7 +230,7 @@ describe("signedDelivery with supertest", () => {
     const { headers, body: sent } = await signedDelivery({ secret, body });
     await supertest(server).post("/webhooks").set(headers).send(sent).expect(204);
     expect(received?.body.toString("utf8")).toBe(body);
-    expect(received?.headers["service-signature"]).toBe(hmac(received?.body ?? ""));
+    expect(received?.headers["service-signature"]).toBe(await hmac(received?.body ?? ""));
     expect(received?.headers["content-type"]).toBe("application/json");
   });
 
@@ -230,7 +275,7 @@ describe("signedRequest", () => {
     const request = await signedRequest({ secret, body: bytes, url: new URL("https://example.test/hooks?x=1") });
     expect(request.url).toBe("https://example.test/hooks?x=1");
     expect(new Uint8Array(await request.arrayBuffer())).toEqual(bytes);
-    expect(request.headers.get("service-signature")).toBe(hmac(bytes));
+    expect(request.headers.get("service-signature")).toBe(await hmac(bytes));
   });
 
   it("signs a copy: changing the array afterwards does not change the request", async () => {
@@ -308,7 +353,7 @@ describe("on a runtime without Node built-ins (workerd, no compatibility flags)"
       });
       expect(result.delivery.body).toBe(JSON.stringify(result.event));
       expect(result.delivery.headers["service-signature"]).toBe(
-        createHmac("sha256", "edge-secret").update(result.delivery.body).digest("hex"),
+        await sign({ secret: "edge-secret", payload: result.delivery.body }),
       );
     } finally {
       await mf.dispose();

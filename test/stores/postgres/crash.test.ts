@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { createHmac, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { createServer as createHttpServer, type Server } from "node:http";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -9,6 +9,7 @@ import { webhookMiddleware } from "flag-webhooks/express";
 import { PostgresInbox } from "flag-webhooks/postgres";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { signatureOf } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
 import { close, listen } from "../../support/http.js";
 import {
@@ -37,7 +38,7 @@ function body(id: string): string {
     data: { flag: "new-checkout", changes: [], actor: { type: "user", email: "dana@example.com" } },
   });
 }
-const sign = (text: string) => createHmac("sha256", SECRET).update(text).digest("hex");
+const sign = (text: string) => signatureOf(SECRET, text);
 
 /** What the sender saw: answers by status, and broken connections. */
 interface Tally {
@@ -51,7 +52,7 @@ async function deliverUntilOk(port: () => number, text: string, tally: Tally): P
     try {
       const answer = await fetch(`http://127.0.0.1:${port()}/webhooks`, {
         method: "POST",
-        headers: { "content-type": "application/json", "service-signature": sign(text) },
+        headers: { "content-type": "application/json", "service-signature": await sign(text) },
         body: text,
         signal: AbortSignal.timeout(10_000),
       });
