@@ -1,19 +1,17 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { SIGNATURE_HEADER, verifySignature } from "flag-webhooks";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { cleanupAfterEach, tempDir as makeTempDir } from "../support/cleanup.js";
 import { receiver, until } from "../support/emulator.js";
 
 // `flag-webhooks dev` as a developer runs it (the built dist/cli.js in a child process): what it
-// checks before it starts, and what a restart with --state keeps (issue 16, items 6 to 10).
+// checks before it starts (a port, a host, a token and a state file it can use), and what a
+// restart with --state keeps.
 
 const root = resolve(import.meta.dirname, "../..");
-const cleanup: (() => Promise<unknown> | unknown)[] = [];
-afterEach(async () => {
-  for (const task of cleanup.splice(0).reverse()) await task();
-});
+const cleanup = cleanupAfterEach();
 
 beforeAll(() => {
   if (!existsSync(join(root, "dist/cli.js"))) throw new Error("dist is not built: run npx tsup (npm test does) first");
@@ -41,7 +39,7 @@ function dev(args: string[], env: Record<string, string> = {}): Dev {
     err += chunk;
   });
   const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)));
-  cleanup.push(() => {
+  cleanup(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
   });
   return { child, out: () => out, err: () => err, exited };
@@ -56,11 +54,7 @@ async function started(run: Dev): Promise<{ api: string; token: string }> {
   return { api, token };
 }
 
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "flag-webhooks-dev-"));
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+const tempDir = () => makeTempDir(cleanup, "flag-webhooks-dev-");
 
 /** A usage error as the command prints it: one line saying why, a hint, exit 2, nothing on stdout. */
 async function expectUsageError(run: Dev, message: string | RegExp) {
@@ -74,7 +68,7 @@ async function expectUsageError(run: Dev, message: string | RegExp) {
 describe("flag-webhooks dev --state", () => {
   it("reuses the stored --forward webhook and its secret on a restart: the app gets each event once, signed as before", async () => {
     const app = await receiver(() => 204);
-    cleanup.push(app.close);
+    cleanup(app.close);
     const state = join(tempDir(), "dev.json");
     const args = ["--port", "0", "--forward", app.url, "--state", state];
 

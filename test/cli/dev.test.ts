@@ -8,11 +8,13 @@ import { SIGNATURE_HEADER, verifySignature } from "flag-webhooks";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../src/cli/main.js";
 import { receiver, until } from "../support/emulator.js";
+import { freePort } from "../support/free-port.js";
 
-// `flag-webhooks dev` run in-process through main(), the way bin.ts runs it: test/emulator/dev.test.ts
-// runs the built binary in a child process, which mutation testing cannot see. Ctrl+C is the
-// process's SIGINT event, emitted here to the listener the command installs (no other listener
-// of SIGINT exists in a test worker: checked before each emit).
+// `flag-webhooks dev` run in-process through main(), the way bin.ts runs it: what it prints and
+// forwards, how it stops, and the ways it ends with an error, leaving neither its port nor a
+// signal handler behind. dev-process.test.ts runs the built binary in a child process, which
+// mutation testing cannot see. Ctrl+C is the process's SIGINT event, emitted here to the listener
+// the command installs (no other listener of SIGINT exists in a test worker: checked before each emit).
 
 interface Dev {
   out: () => string;
@@ -342,5 +344,62 @@ describe("flag-webhooks dev, in-process", () => {
       `--state: cannot read the state file ${join(dir, "missing/dev.json")}: its folder ${join(dir, "missing")} does not exist`,
     );
     expect(process.listenerCount("SIGINT")).toBe(0);
+  });
+});
+
+/** Whether a server can listen on the port (so nothing else holds it). */
+async function canListen(port: number): Promise<boolean> {
+  const server: Server = createServer();
+  const ok = await new Promise<boolean>((resolve) => {
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => resolve(true));
+  });
+  if (ok) await new Promise((resolve) => server.close(resolve));
+  return ok;
+}
+
+/** The error code Node's listen gives for the address, or "" when it can listen there. */
+async function listenError(host: string): Promise<string> {
+  const server = createServer();
+  const code = await new Promise<string>((resolve) => {
+    server.once("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? "?"));
+    server.listen(0, host, () => resolve(""));
+  });
+  if (code === "") await new Promise((resolve) => server.close(resolve));
+  return code;
+}
+const linkLocal = await listenError("fe80::1");
+
+describe("flag-webhooks dev, when it ends with an error", () => {
+  it("reports the API's refusal of the --forward webhook in its words, closes the emulator and leaves no signal handler", async () => {
+    // The emulator's API takes request bodies up to 1 MiB; --forward has no length limit of its
+    // own, so a URL longer than that is the API's to refuse, after the emulator started.
+    const port = await freePort();
+    const url = `https://example.com/${"a".repeat(1024 * 1024)}`;
+    const run = dev(["--port", String(port), "--forward", url]);
+    await expectUsageError(run, "--forward: the request body is larger than 1 MiB");
+    expect(process.listenerCount("SIGINT") + process.listenerCount("SIGTERM")).toBe(0);
+    // Closed: its port is free again.
+    expect(await canListen(port)).toBe(true);
+  });
+
+  it.runIf(linkLocal === "EINVAL")(
+    "refuses --host with an IPv6 link-local address (Node cannot listen on it without a zone) as a usage mistake",
+    async () => {
+      await expectUsageError(
+        dev(["--port", "0", "--host", "fe80::1"]),
+        "--host fe80::1 is not an address of this machine",
+      );
+      expect(process.listenerCount("SIGINT")).toBe(0);
+    },
+  );
+
+  it("reports a --state path as typed, even one with --token in it, when the token comes from the environment", async () => {
+    const dir = tempDir();
+    const file = join(dir, "keep--token", "dev.json");
+    await expectUsageError(
+      dev(["--port", "0", "--state", file], { FLAG_WEBHOOKS_EMULATOR_TOKEN: "env-token-456" }),
+      `--state: cannot read the state file ${file}: its folder ${join(dir, "keep--token")} does not exist`,
+    );
   });
 });

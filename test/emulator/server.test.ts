@@ -1,23 +1,15 @@
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { type IncomingHttpHeaders, request } from "node:http";
 import { connect } from "node:net";
-import { networkInterfaces, tmpdir } from "node:os";
+import { networkInterfaces } from "node:os";
 import { join } from "node:path";
 import { createEmulator, type Emulator, type EmulatorOptions } from "flag-webhooks/emulator";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { cleanupAfterEach, tempDir as makeTempDir } from "../support/cleanup.js";
 import { call, receiver, until } from "../support/emulator.js";
 
-// The emulator's server over real sockets, where test/emulator/api.test.ts and
-// test/mutation-rest-emulator.test.ts do not reach: request targets the URL parser cannot read,
+// The emulator's server over real sockets, where api.test.ts and messages.test.ts do not
+// reach: request targets the URL parser cannot read,
 // a client hanging up mid-body, the page's event stream (its headers, its delivery events, its
 // keep-alive comment), the options and the state file's failures, and the routes' exact shapes.
 
@@ -29,22 +21,15 @@ beforeAll(async () => {
 });
 afterAll(() => emulator.close());
 
-const cleanup: (() => Promise<unknown> | unknown)[] = [];
-afterEach(async () => {
-  for (const task of cleanup.splice(0).reverse()) await task();
-});
+const cleanup = cleanupAfterEach();
 
 async function start(options: EmulatorOptions = {}): Promise<Emulator> {
   const started = await createEmulator(options);
-  cleanup.push(() => started.close());
+  cleanup(() => started.close());
   return started;
 }
 
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "emulator-mutation-"));
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+const tempDir = () => makeTempDir(cleanup, "emulator-server-");
 
 /** Sends `head` (and `body`) as bytes on a fresh socket and reads the whole answer. */
 function rawHttp(
@@ -206,9 +191,9 @@ async function openStream(target: Emulator) {
 describe("the page's event stream", () => {
   it("is kept alive, and tells each change of a delivery as a delivery event", async () => {
     const app = await receiver(() => 204);
-    cleanup.push(app.close);
+    cleanup(app.close);
     const stream = await openStream(emulator);
-    cleanup.push(stream.close);
+    cleanup(stream.close);
     expect(stream.status).toBe(200);
     expect(stream.headers.connection).toBe("keep-alive");
     const hook = await call(emulator, "POST", "/projects/streamed/webhooks", {
@@ -440,10 +425,10 @@ describe("writing the state file", () => {
     const dir = tempDir();
     const file = join(dir, "state.json");
     const app = await receiver(() => "hang");
-    cleanup.push(app.close);
+    cleanup(app.close);
     const saving = await createEmulator({ stateFile: file, retry: { attempts: 1 } });
     let closed = false;
-    cleanup.push(() => (closed ? undefined : saving.close()));
+    cleanup(() => (closed ? undefined : saving.close()));
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
       const hook = await call(saving, "POST", "/projects/p/webhooks", {

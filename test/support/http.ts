@@ -75,8 +75,8 @@ export function serverPerTest(): (server: Server | Promise<Server>) => Promise<S
   };
 }
 
-/** The URL of `path` on a listening server. */
-export function urlOf(server: Server, path = "/webhooks"): string {
+/** The URL of `path` on a listening server (an HTTP one, or any net server). */
+export function urlOf(server: Pick<Server, "address">, path = "/webhooks"): string {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}${path}`;
 }
 

@@ -1,15 +1,15 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { request } from "node:http";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEmulator, type Emulator } from "flag-webhooks/emulator";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { cleanupAfterEach, tempDir as makeTempDir } from "../support/cleanup.js";
 import { call } from "../support/emulator.js";
 
-// The emulated API's refusals, word for word, and the edges of what it accepts, over real HTTP.
-// test/emulator/api.test.ts checks each refusal's status and code and the field it names; this
-// file checks the whole message a developer reads, the limits (1 MiB, 0 and 100 percent, the
-// loopback spellings a webhook URL may use) and the headers of every answer.
+// What the emulated API says, word for word, over real HTTP: its refusals and the edges of what
+// it accepts. api.test.ts checks each refusal's status and code and the field it names; this file
+// checks the whole message a developer reads, the limits (1 MiB, 0 and 100 percent, the loopback
+// spellings a webhook URL may use) and the headers of every answer.
 
 let emulator: Emulator;
 let clock = new Date("2026-03-01T00:00:00.000Z");
@@ -519,13 +519,10 @@ describe("routing, word for word", () => {
 });
 
 describe("the state file, refused word for word", () => {
-  const dirs: string[] = [];
-  afterAll(() => {
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-  });
+  const cleanup = cleanupAfterEach();
+  const tempDir = () => makeTempDir(cleanup, "flag-webhooks-state-");
   function stateFile(content: unknown): string {
-    const dir = mkdtempSync(join(tmpdir(), "flag-webhooks-state-"));
-    dirs.push(dir);
+    const dir = tempDir();
     const file = join(dir, "state.json");
     writeFileSync(file, typeof content === "string" ? content : JSON.stringify(content));
     return file;
@@ -538,8 +535,7 @@ describe("the state file, refused word for word", () => {
 
   it("refuses an empty path, a folder, and what is not a state file of this version", async () => {
     await refused("", "it must be a file path");
-    const folder = mkdtempSync(join(tmpdir(), "flag-webhooks-state-"));
-    dirs.push(folder);
+    const folder = tempDir();
     await refused(folder, "it is a directory");
     const notState = "it is not a state file of this version of the emulator";
     for (const content of [
