@@ -5,7 +5,7 @@ import { bodyFiles, expectOneLineError, hmac, run, withSecret } from "../support
 // `flag-webhooks verify`, in-process: a body checked against a signature, and why a malformed
 // signature can never verify.
 
-const { dir, file } = bodyFiles();
+const { file } = bodyFiles();
 
 describe("verify", () => {
   const body = '{"id":"evt_1"}';
