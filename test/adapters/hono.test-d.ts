@@ -1,7 +1,5 @@
-import type { APIGatewayProxyHandler, APIGatewayProxyHandlerV2, Context, LambdaFunctionURLHandler } from "aws-lambda";
 import { toErrorBody, WebhookError, type WebhookEvent } from "flag-webhooks";
 import { webhookMiddleware } from "flag-webhooks/hono";
-import { type LambdaProxyEvent, type LambdaProxyResult, webhookHandler } from "flag-webhooks/lambda";
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import { describe, expectTypeOf, it } from "vitest";
@@ -46,33 +44,5 @@ describe("Hono types", () => {
       if (error instanceof WebhookError) return c.json(toErrorBody(error), error.status);
       return c.text("error", 500);
     });
-  });
-});
-
-describe("Lambda types", () => {
-  it("is assignable to @types/aws-lambda's REST, HTTP API 2.0 and function URL handler types", () => {
-    const handler = webhookHandler({ secret: "s", onEvent() {} });
-    expectTypeOf(handler).toMatchTypeOf<APIGatewayProxyHandler>();
-    expectTypeOf(handler).toMatchTypeOf<APIGatewayProxyHandlerV2>();
-    expectTypeOf(handler).toMatchTypeOf<LambdaFunctionURLHandler>();
-    const rest: APIGatewayProxyHandler = handler;
-    const http: APIGatewayProxyHandlerV2 = handler;
-    void [rest, http];
-  });
-
-  it("passes onEvent the event, the Lambda event and the context", () => {
-    webhookHandler({
-      secret: "s",
-      onEvent(event, lambdaEvent, context) {
-        expectTypeOf(event).toEqualTypeOf<WebhookEvent>();
-        expectTypeOf(lambdaEvent).toEqualTypeOf<LambdaProxyEvent>();
-        expectTypeOf(context.awsRequestId).toEqualTypeOf<string>();
-      },
-    });
-    const context = {} as Context;
-    expectTypeOf(webhookHandler({ secret: "s", onEvent() {} })).toBeCallableWith({ httpMethod: "POST" }, context);
-    expectTypeOf(webhookHandler({ secret: "s", onEvent() {} })).returns.resolves.toEqualTypeOf<LambdaProxyResult>();
-    // @ts-expect-error onEvent is required
-    webhookHandler({ secret: "s" });
   });
 });
