@@ -82,7 +82,7 @@ describe("README and docs/ code", () => {
         code: code ?? "",
       })),
     );
-    // 37 snippets when the README held every page (before issue 20), and the quick start's copy.
+    // 37 snippets when the README held every page, and the quick start's copy.
     expect(snippets.length).toBeGreaterThanOrEqual(38);
     const dir = resolve(root, ".test-results/readme-snippets");
     rmSync(dir, { recursive: true, force: true });

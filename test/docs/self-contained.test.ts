@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 
-// Issue 7: a user clones this repository alone, so nothing the project runs may read a path
+// A user clones this repository alone, so nothing the project runs may read a path
 // outside its clone (the workspace's shared folder sits beside it only on our machines).
 const root = resolve(import.meta.dirname, "../..");
 // Built from pieces, so that this file does not name them itself.

@@ -13,7 +13,7 @@ import { close, listen } from "../support/http.js";
 import { type Sdk, startSdk } from "../support/otel.js";
 import { type RedisServer, redisAvailability, startRedis, stopRedis } from "../support/redis-server.js";
 
-// Issue 18, across the queue: one delivery over HTTP, enqueued with enqueueTo and run by
+// Telemetry across the queue: one delivery over HTTP, enqueued with enqueueTo and run by
 // processEvents on a real redis-server, is one trace: the HTTP server span, the receive span, and
 // the worker's process span for each attempt (the first fails, the retry succeeds).
 const availability = redisAvailability();

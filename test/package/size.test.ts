@@ -4,31 +4,20 @@ import { gzipSync } from "node:zlib";
 import { build } from "esbuild";
 import { describe, expect, it } from "vitest";
 
-// Size budget: each entry bundled from dist as an application's bundler would, minified, then
-// gzipped. Issue 4 set the core at 2 KB; issues 7 and 8 added the replay window to verifyEvent,
-// the framework-by-framework hints, and the delivery layer (router, dedupe stores, hooks) to the
-// core entry. Budgets now: what `verifyEvent` alone pulls in ≤ 3 KB; the whole core entry ≤ 4 KB;
-// each adapter ≤ 1.5 KB on top of the whole core. Issue 15 moved the decision of when a delivery
-// counts as handled into the receiver (shared by every adapter, so counted in each adapter's
-// figure) and made it fail closed (timer bounds, any thenable bounded, the clock checked, the store
-// retried after the handler), and gave the core entry's Redis store a required scope and its own
-// timeout and stricter event checks (real calendar dates in createdAt, well-formed ids): verifyEvent
-// alone ≤ 3.25 KB, the whole core entry ≤ 4.5 KB, the queue ≤ 2.5 KB. Adapters on top of the core:
-// the receiver they share now settles with the answer actually sent (Node adapters watch the
-// wire) and refuses results it cannot answer as they are, and issue 18 added the telemetry hook
-// (about 0.4 KB each); measured 2.0 KB (fetch) to 2.5 KB (Fastify) when the budget was set: 2.625 KB.
-// Issue 20 bought speed on the path every delivery takes with bytes: the receiver answers
-// synchronously up to the body and awaits only what is asynchronous, verification splits its sync
-// and async paths, Node's HMAC compares hex text in kept buffers, and the Node adapters share one
-// body timer per timeout (bench/http.mjs: CPU per request against a hand-written receiver). Measured
-// then: verifyEvent 3.25 KB, the core 4.58 KB, adapters 2.1 (fetch) to 2.77 KB (Fastify) on top.
+// Size budgets: each entry bundled from dist as an application's bundler would, minified, then
+// gzipped. What `verifyEvent` alone pulls in (signature, event parser, replay window); the whole
+// core entry (the router, the dedupe stores, the hooks); and each adapter on top of the whole core,
+// which carries the receiver they share (the claim settled with the answer actually sent, the
+// fail-closed bounds, the telemetry hook; Node adapters also watch the wire and share one body
+// timer per timeout). Measured when these were set: verifyEvent 3.25 KB, the core 4.58 KB,
+// adapters 2.1 (fetch) to 2.77 KB (Fastify) on top.
 const dist = resolve(import.meta.dirname, "../../dist");
 const VERIFY_BUDGET = 3456;
 const CORE_BUDGET = 4736;
 const ADAPTER_BUDGET = 2944;
-// The queue entry also carries the trace context through the job when asked (issue 18, 225 B).
+// The queue entry also carries the trace context through the job when asked (225 B of it).
 const QUEUE_BUDGET = 2560;
-// A store entry (issue 19) holds the store and its table or object, not glue: measured alone, its
+// A store entry holds the store and its table or object, not glue: measured alone, its
 // SDK aside, as the bullmq entry is. DynamoDB's is about 1.8 KB, a third of it the duration parser
 // and the WebhookError class that parser's module brings. The cloudflare entry is measured by what
 // a Worker imports from it: the Durable Object and its store; the queue hand-off, whose consumer
@@ -103,7 +92,7 @@ describe("bundle size", () => {
   );
 
   // The queue entry takes WebhookError, a duration parser, the scope check and the event validator
-  // (processEvents checks each job with the receiver's rules, issue 15) from the core, not the
+  // (processEvents checks each job with the receiver's rules) from the core, not the
   // whole core, so it is measured on its own: what it adds to an app, BullMQ itself aside.
   it(`keeps the bullmq entry within ${QUEUE_BUDGET} bytes, BullMQ aside`, async () => {
     const size = await gzippedSize("bullmq", undefined, ["bullmq"]);
@@ -120,7 +109,7 @@ describe("bundle size", () => {
 
   it.each([
     ["DedupeObject, DurableObjectDedupeStore", STORE_BUDGET],
-    // The consumer carries the event parser, grown by issue 15's stricter checks (2.66 KB measured).
+    // The consumer carries the event parser, with its checks of dates and ids (2.66 KB measured).
     ["enqueueTo, consumeEvents", STORE_BUDGET + 768],
   ])(`keeps %s from the cloudflare entry within %i bytes`, async (names, budget) => {
     const size = await gzippedSize("cloudflare", names);

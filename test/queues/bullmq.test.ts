@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer, type Server } from "node:http";
 import { resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { context, propagation, trace } from "@opentelemetry/api";
 import { type Telemetry as BullTelemetry, type Job, Queue, type QueueOptions } from "bullmq";
 import express from "express";
@@ -25,7 +26,6 @@ import { type RedisServer, redisAvailability, startRedis, stopRedis } from "../s
 const root = resolve(import.meta.dirname, "../..");
 const secret = "bullmq-test-secret";
 const availability = redisAvailability();
-const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 /** A fresh signed delivery of the event `id`, POSTed to a receiver: its status and error code. */
 async function post(server: Server, id: string): Promise<Reply> {
@@ -262,7 +262,7 @@ describe.skipIf(!availability.available)("BullMQ queue hand-off (real redis-serv
     expect(doneCount("slow_1")).toBe(1);
   }, 40_000);
 
-  // Issue 15 item 3: the service sends one event, with one id, to every endpoint subscribed to it.
+  // The service sends one event, with one id, to every endpoint subscribed to it.
   // Two endpoints (an audit app and a cache app) feeding one queue must each get every event.
   it("two endpoints on one queue, each with its scope: every event is enqueued and processed once per endpoint", async () => {
     const connection = { host: "127.0.0.1", port: redis.port };
@@ -324,7 +324,7 @@ describe.skipIf(!availability.available)("BullMQ queue hand-off (real redis-serv
     }
   }, 40_000);
 
-  // Issue 15 item 12: a job added by other code is checked by the receiver's own parser.
+  // A job added by other code is checked by the receiver's own parser.
   it("fails a job whose data is not a valid event at once, without retries, and never hands it to the handler", async () => {
     const connection = { host: "127.0.0.1", port: redis.port };
     const name = "flag-events-validated";

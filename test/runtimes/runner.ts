@@ -1,8 +1,8 @@
 /**
- * The shared case table (test/cases.ts) and the openssl vectors, run *inside* a runtime under
+ * The shared case table (test/support/cases.ts) and the openssl vectors, run *inside* a runtime under
  * test: Bun, Deno or workerd. Only web platform APIs are used here (Request, Response, Headers,
  * ReadableStream, TextEncoder, crypto.subtle), so this module runs unchanged on workerd with no
- * Node built-ins. test/runtimes.test.ts serializes the table in Node, hands it to the runtime,
+ * Node built-ins. test/runtimes/runtimes.test.ts serializes the table in Node, hands it to the runtime,
  * and asserts on the answers that come back as JSON.
  *
  * Importing this module first also installs the HMAC probe below, so it must be evaluated before

@@ -12,10 +12,11 @@ import { vector, vectors } from "../support/vectors.js";
 import type { Answer, SuiteInput, SuiteResult, WireVector } from "./runner.js";
 
 // The fetch adapter and the core, built, in the runtimes users deploy them to: Bun, Deno, and
-// Cloudflare's workerd with no compatibility flags. The same case table as test/adapters.test.ts
-// runs inside each runtime (test/runtimes/runner.ts), through the fetch handler and through the
-// Hono middleware in a Hono app, then the three runtime examples are served there unmodified. Needs a built dist: FLAG_WEBHOOKS_DIST, else ./dist (`npm test` builds it),
-// which is copied first and loaded from the copy.
+// Cloudflare's workerd with no compatibility flags. The same case table as test/adapters/
+// conformance.test.ts runs inside each runtime (runner.ts), through the fetch handler and through
+// the Hono middleware in a Hono app, then the three runtime examples are served there unmodified.
+// Needs a built dist: FLAG_WEBHOOKS_DIST, else ./dist (`npm test` builds it), which is copied
+// first and loaded from the copy.
 
 const root = resolve(import.meta.dirname, "../..");
 const builtDist = resolve(process.env.FLAG_WEBHOOKS_DIST ?? join(root, "dist"));
@@ -117,7 +118,7 @@ afterAll(() => {
 
 /**
  * Copies a built dist, so that a rebuild while these tests run cannot pull files from under the
- * runtimes (in `npm test`, test/package.test.ts runs `npm pack`, whose prepack cleans and rebuilds
+ * runtimes (in `npm test`, test/package/consumers.test.ts runs `npm pack`, whose prepack cleans and rebuilds
  * ./dist). A copy that is missing an entry or a chunk an entry imports is taken again, for a while.
  */
 async function snapshot(from: string, to: string): Promise<string> {

@@ -405,7 +405,7 @@ describe("Lambda receivers on one table", () => {
   });
 });
 
-// The Lambda adapter's case table (test/cases.ts) with this store: each case its own scope, so
+// The Lambda adapter's case table (test/support/cases.ts) with this store: each case its own scope, so
 // each is a first delivery and gets the answer it gets without dedupe; then the same delivery
 // again is a duplicate where the first was handled, and the same refusal where it was refused.
 const cases = await buildCases();

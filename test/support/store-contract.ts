@@ -100,7 +100,7 @@ export function describeStoreContract(
       });
 
       // A store shared by no other instance has no other claim to leave alone; within one store the
-      // receiver releases a claim only while its lease lasts (test/delivery.test.ts).
+      // receiver releases a claim only while its lease lasts (test/receiver/claim.test.ts).
       if (setup.shared) {
         it("release after the lease expired and another instance claimed the id leaves the other's claim alone", async () => {
           const event = newId();

@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { createServer as createNetServer } from "node:net";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { createAdaptorServer } from "@hono/node-server";
 import { sql as drizzleSql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/node-postgres";
@@ -817,10 +818,9 @@ describe.skipIf(skip !== undefined)("examples/postgres/server.ts, run as its REA
 });
 
 // ---------------------------------------------------------------------------------------------
-// Edges the mutation run (Stryker) found untested. Each inbox is made inside its test: Stryker
-// counts only what a test itself runs as covering a mutant.
+// The inbox's options and clients by shape, and its edges. Each inbox is made inside its test:
+// Stryker counts only what a test itself runs as covering a mutant.
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const newId = () => `evt_${randomUUID()}`;
 /** What a promise settled with, without throwing: `{ value }` or `{ error }`, or "pending" after `ms`. */
 async function settled<T>(promise: Promise<T>, ms = 3000): Promise<{ value: T } | { error: unknown } | "pending"> {

@@ -265,7 +265,7 @@ describe.skipIf(!availability.available)(
       });
     });
 
-    // Issue 15 item 3. The service sends one event, with one id, to every endpoint subscribed to
+    // The service sends one event, with one id, to every endpoint subscribed to
     // it: here an audit app and a cache app, two instances each, all on one Redis with the default
     // prefix. Each app must process every event once: apps never dedupe against each other,
     // instances of one app do.

@@ -104,7 +104,7 @@ function redisKeyCases(kindName: string, subject: () => ContractSubject): void {
   });
 }
 
-// Issue 15 item 13: calls made directly (an idempotent worker's claim) are bounded by the store's
+// Calls made directly (an idempotent worker's claim) are bounded by the store's
 // own `timeout`, whatever the client does while Redis is away.
 describe.skipIf(!availability.available)(
   availability.available ? "RedisDedupeStore timeout" : `RedisDedupeStore timeout (skipped: ${availability.reason})`,
