@@ -1,12 +1,12 @@
-// Stryker for the code that runs only inside workerd (src/cloudflare/dedupe-object.ts and
-// src/cloudflare/queue.ts): their tests (test/stores/durable-object.test.ts and
+// Stryker for the code that runs only inside workerd (src/stores/durable-object/object.ts and
+// src/queues/cloudflare.ts): their tests (test/stores/durable-object.test.ts and
 // test/queues/cloudflare.test.ts) bundle it into a Worker that miniflare runs, and switch on there the
 // mutant Stryker switched on in the test process (test/support/cloudflare-bundle.ts:
 // strykerMutantBanner), and the test hands what workerd covered to Stryker as static coverage
 // (reportWorkerdCoverage): with ignoreStatic off, each mutant workerd reached runs the whole file.
 //   npx stryker run stryker.workerd.config.mjs --concurrency 1
 // One file (each mutant then runs only the test file named):
-//   npx stryker run stryker.workerd.config.mjs --concurrency 1 --mutate src/cloudflare/queue.ts --testFiles test/queues/cloudflare.test.ts
+//   npx stryker run stryker.workerd.config.mjs --concurrency 1 --mutate src/queues/cloudflare.ts --testFiles test/queues/cloudflare.test.ts
 import { readFileSync } from "node:fs";
 
 const base = JSON.parse(readFileSync(new URL("./stryker.config.json", import.meta.url), "utf8"));
@@ -18,7 +18,7 @@ process.env.STRYKER_TESTS ??= testFiles.join(",");
 
 export default {
   ...base,
-  mutate: ["src/cloudflare/dedupe-object.ts", "src/cloudflare/queue.ts"],
+  mutate: ["src/stores/durable-object/object.ts", "src/queues/cloudflare.ts"],
   testFiles,
   ignoreStatic: false,
 };

@@ -4,8 +4,9 @@ import base from "./vitest.config.js";
 // The configuration Stryker runs (`npm run mutation`). Stryker mutates src/ in its sandbox and
 // switches mutants inside the test process, so only tests that import src/ in-process can kill a
 // mutant. Left out, and why:
-// - tests of dist/ (the packed package, its size, the demo, the CLI binary and `dev` command, other
-//   runtimes) and
+// - tests of dist/ (the packed package, its size and export names, the demo, the CLI binary and
+//   `dev` command, other runtimes), the check that every file naming an entry agrees with
+//   entries.ts, and
 //   the Cloudflare test (an esbuild bundle run in workerd): they never load the mutated src/
 //   (test/stores/durable-object.test.ts, included, runs DurableObjectDedupeStore from src/ in
 //   Node over real namespaces; the Durable Object itself is measured by stryker.workerd.config.mjs);
@@ -33,9 +34,8 @@ const only = process.env.STRYKER_TESTS?.split(",")
 const excluded = [
   "test/cli/installed.test.ts",
   "test/docs/demo.test.ts",
-  "test/package/consumers.test.ts",
+  "test/package/**",
   "test/runtimes/runtimes.test.ts",
-  "test/package/size.test.ts",
   "test/docs/self-contained.test.ts",
   "test/queues/cloudflare.test.ts",
   "test/stores/postgres/crash.test.ts",

@@ -14,9 +14,9 @@ import { hrTimeToMicroseconds } from "@opentelemetry/core";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { Queue } from "bullmq";
 import express from "express";
+import { enqueueTo, processEvents } from "flag-webhooks/bullmq";
 import { webhookMiddleware } from "../src/adapters/express.js";
 import { openTelemetry } from "../src/otel/index.js";
-import { enqueueTo, processEvents } from "../src/queue/bullmq.js";
 import { startSdk } from "../test/support/otel.js";
 import { startRedis, stopRedis } from "../test/support/redis-server.js";
 

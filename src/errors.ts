@@ -89,3 +89,19 @@ export interface ErrorBody {
 export function toErrorBody(error: WebhookError): ErrorBody {
   return { error: { code: error.code, message: error.message } };
 }
+
+/** The refusal of a body over the receiver's `limit`. */
+export function payloadTooLarge(limit: number): WebhookError {
+  return new WebhookError("payload_too_large", `body is larger than the limit of ${limit} bytes`);
+}
+
+/**
+ * The explanation users need when a body parser ran first: what was parsed, and the fix in the
+ * adapter's own terms (each adapter names its own).
+ */
+export function bodyAlreadyParsed(where: string, fix: string): WebhookError {
+  return new WebhookError(
+    "body_already_parsed",
+    `${where} was already parsed and no raw bytes are left, so the signature cannot be checked: ${fix}`,
+  );
+}

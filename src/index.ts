@@ -1,22 +1,5 @@
-export {
-  type ClaimResult,
-  type DedupeStore,
-  MemoryDedupeStore,
-  type MemoryDedupeStoreOptions,
-} from "./delivery/dedupe.js";
-export {
-  type RedisClientLike,
-  RedisDedupeStore,
-  type RedisDedupeStoreOptions,
-} from "./delivery/redis-dedupe-store.js";
 export { createRouter, type EventHandler, type EventOf, type RoutableType, type Router } from "./delivery/router.js";
-export {
-  type ErrorBody,
-  toErrorBody,
-  WebhookError,
-  type WebhookErrorCode,
-  type WebhookErrorStatus,
-} from "./errors.js";
+export { type ErrorBody, toErrorBody, WebhookError, type WebhookErrorCode, type WebhookErrorStatus } from "./errors.js";
 export {
   type Actor,
   type FlagChange,
@@ -33,14 +16,14 @@ export {
   type WebhookEventType,
 } from "./events.js";
 export type { Payload } from "./payload.js";
-export {
-  type DedupeOptions,
-  DUPLICATE_HEADER,
-  type HandlerOptions,
-  type ReceiverOptions,
-  type VerifiedInfo,
-  type WebhookReply,
-} from "./receiver.js";
+export { DUPLICATE_HEADER } from "./receiver/answers.js";
+export type {
+  DedupeOptions,
+  HandlerOptions,
+  ReceiverOptions,
+  VerifiedInfo,
+  WebhookReply,
+} from "./receiver/options.js";
 export {
   type Secret,
   SIGNATURE_HEADER,
@@ -49,5 +32,8 @@ export {
   type VerifyOptions,
   verifySignature,
 } from "./signature.js";
+export type { ClaimResult, DedupeStore } from "./stores/contract.js";
+export { MemoryDedupeStore, type MemoryDedupeStoreOptions } from "./stores/memory.js";
+export { type RedisClientLike, RedisDedupeStore, type RedisDedupeStoreOptions } from "./stores/redis.js";
 export type { DeliveryTelemetry, QueueTelemetry, StoreOperation, Telemetry } from "./telemetry.js";
 export { type VerifyEventOptions, verifyEvent } from "./verify-event.js";

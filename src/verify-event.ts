@@ -1,8 +1,9 @@
-import { checkAge, parseDuration } from "./delivery/max-age.js";
+import { checkAge } from "./delivery/replay-window.js";
 import { WebhookError } from "./errors.js";
 import { parseEvent, type WebhookEvent } from "./events.js";
 import { assertPayload, type Payload } from "./payload.js";
 import { assertSecret, matchingSecret, type Secret, SIGNATURE_HEADER, type VerifyOptions } from "./signature.js";
+import { parseDuration } from "./util/duration.js";
 
 /** Options of {@link verifyEvent}: those of `verifySignature`, plus the replay window. */
 export interface VerifyEventOptions extends VerifyOptions {

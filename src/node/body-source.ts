@@ -1,6 +1,6 @@
 import type { IncomingMessage } from "node:http";
+import { bodyAlreadyParsed } from "../errors.js";
 import type { Payload } from "../payload.js";
-import { bodyAlreadyParsed } from "../receiver.js";
 import { readBody } from "./read-body.js";
 
 /**

@@ -1,7 +1,6 @@
 import type { IncomingMessage } from "node:http";
-import { WebhookError } from "../errors.js";
+import { payloadTooLarge, WebhookError } from "../errors.js";
 import { joinChunks } from "../payload.js";
-import { payloadTooLarge } from "../receiver.js";
 
 /**
  * Reads a Node request's raw body, at most `limit` bytes, for at most `timeout` ms. Refuses at

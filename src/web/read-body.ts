@@ -1,5 +1,5 @@
+import { bodyAlreadyParsed, payloadTooLarge } from "../errors.js";
 import { joinChunks } from "../payload.js";
-import { bodyAlreadyParsed, payloadTooLarge } from "../receiver.js";
 
 /**
  * Reads a fetch Request's raw body, at most `limit` bytes. Refuses at once when Content-Length

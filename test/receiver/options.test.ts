@@ -48,21 +48,22 @@ describe("options, checked when the handler is created", () => {
     expect(make({ secret, onEvent: () => {}, dedupe: undefined })).not.toThrow();
   });
 
-  it("requires dedupe.ttl, at least maxAge plus the minute of clock skew allowed (shorter, a replay gap), and any ttl without maxAge", () => {
+  it("requires dedupe.ttl, at least maxAge plus twice the minute of clock skew allowed (shorter, a replay gap), and any ttl without maxAge", () => {
     const store = new MemoryDedupeStore();
     expect(make({ secret, onEvent: () => {}, dedupe: { store } })).toThrow(
       new TypeError('flag-webhooks: option "dedupe.ttl" is required'),
     );
-    expect(make({ secret, onEvent: () => {}, maxAge: "5m", dedupe: { store, ttl: 360_000 } })).not.toThrow();
-    expect(make({ secret, onEvent: () => {}, maxAge: "5m", dedupe: { store, ttl: "6m" } })).not.toThrow();
-    expect(make({ secret, onEvent: () => {}, maxAge: "5m", dedupe: { store, ttl: 359_999 } })).toThrow(
+    expect(make({ secret, onEvent: () => {}, maxAge: "5m", dedupe: { store, ttl: 420_000 } })).not.toThrow();
+    expect(make({ secret, onEvent: () => {}, maxAge: "5m", dedupe: { store, ttl: "7m" } })).not.toThrow();
+    expect(make({ secret, onEvent: () => {}, maxAge: "5m", dedupe: { store, ttl: 419_999 } })).toThrow(
       new TypeError(
-        'flag-webhooks: option "dedupe.ttl" (359999 ms) is shorter than maxAge plus the 60 s clock-skew allowance ' +
-          "(360000 ms): a captured delivery could be replayed after its id is forgotten; make the ttl at least that long",
+        'flag-webhooks: option "dedupe.ttl" (419999 ms) is shorter than maxAge plus twice the 60 s clock-skew allowance ' +
+          "(420000 ms): a captured delivery could be replayed after its id is forgotten, by a receiver whose clock is " +
+          "behind the one that handled it; make it at least that long",
       ),
     );
-    expect(make({ secret, onEvent: () => {}, maxAge: "5m", dedupe: { store, ttl: "5m" } })).toThrow(
-      /option "dedupe\.ttl" \(300000 ms\) is shorter than maxAge plus the 60 s clock-skew allowance \(360000 ms\)/,
+    expect(make({ secret, onEvent: () => {}, maxAge: "5m", dedupe: { store, ttl: "6m" } })).toThrow(
+      /option "dedupe\.ttl" \(360000 ms\) is shorter than maxAge plus twice the 60 s clock-skew allowance \(420000 ms\)/,
     );
     // Without a replay window, a copy older than the ttl is refused by nothing else anyway.
     expect(make({ secret, onEvent: () => {}, dedupe: { store, ttl: "1m" } })).not.toThrow();

@@ -1,0 +1,224 @@
+// flag-webhooks/dynamodb: a dedupe store on DynamoDB, for receivers on AWS Lambda.
+// @aws-sdk/client-dynamodb is this entry's optional peer: the core and the other entries never
+// import it; here only three command classes are needed at run time, sent on the user's client.
+import {
+  type AttributeValue,
+  DeleteItemCommand,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+} from "@aws-sdk/client-dynamodb";
+import { parseDuration, TIMER_MAX } from "../util/duration.js";
+import type { ClaimResult, DedupeStore } from "./contract.js";
+import { checkScope, claimToken, scopedKey } from "./keys.js";
+
+/**
+ * The dedupe table, in the words CloudFormation (`AWS::DynamoDB::Table` properties, so SAM too)
+ * and the SDK's `CreateTable` use: partition key `pk` (a string), on-demand billing, and DynamoDB's
+ * TTL on `expiresAt` (epoch seconds) so expired ids are deleted for free. `CreateTable` takes all
+ * but `TimeToLiveSpecification`, which `UpdateTimeToLive` takes.
+ *
+ * @example
+ * ```ts
+ * import { CreateTableCommand, DynamoDBClient, UpdateTimeToLiveCommand } from "@aws-sdk/client-dynamodb";
+ * import { dedupeTable } from "flag-webhooks/dynamodb";
+ *
+ * const client = new DynamoDBClient({});
+ * const { TimeToLiveSpecification, ...table } = dedupeTable;
+ * await client.send(new CreateTableCommand({ TableName: "flag-webhooks-dedupe", ...table }));
+ * await client.send(new UpdateTimeToLiveCommand({ TableName: "flag-webhooks-dedupe", TimeToLiveSpecification }));
+ * ```
+ */
+export const dedupeTable = {
+  AttributeDefinitions: [{ AttributeName: "pk", AttributeType: "S" }],
+  KeySchema: [{ AttributeName: "pk", KeyType: "HASH" }],
+  BillingMode: "PAY_PER_REQUEST",
+  TimeToLiveSpecification: { AttributeName: "expiresAt", Enabled: true },
+} as const satisfies {
+  AttributeDefinitions: { AttributeName: string; AttributeType: "S" }[];
+  KeySchema: { AttributeName: string; KeyType: "HASH" }[];
+  BillingMode: "PAY_PER_REQUEST";
+  TimeToLiveSpecification: { AttributeName: string; Enabled: boolean };
+};
+
+/** Options of {@link DynamoDBDedupeStore}. */
+export interface DynamoDBDedupeStoreOptions {
+  /** The table's name; its key schema is {@link dedupeTable}'s. */
+  table: string;
+  /**
+   * Keeps endpoints that share the table apart (1-100 characters of `A-Za-z0-9._-`): every
+   * instance of one app uses the same scope and shares its ids; another scope never meets them.
+   */
+  scope: string;
+  /**
+   * How long one request to DynamoDB may take, the SDK's own retries included, in ms or as a
+   * duration such as `"2s"`; past it the request is aborted and the delivery is answered
+   * `503 store_unavailable`. Default 2 s (the receiver's own `dedupe.timeout`). At most 2³¹−1 ms
+   * (a timer waits no longer), else a `TypeError`.
+   */
+  timeout?: number | string;
+}
+
+const CLAIMED = "claimed";
+const DONE = "done";
+// Reserved words (STATE, TOKEN…) cannot appear in expressions as they are: every name goes through #.
+const NAMES = { "#pk": "pk", "#state": "state", "#token": "token", "#claim": "claim", "#expiresAtMs": "expiresAtMs" };
+
+/**
+ * A dedupe store on a DynamoDB table ({@link dedupeTable}), shared by every receiver (Lambda
+ * function instances, containers) that uses the same table and `scope`. Strongly consistent per
+ * id: a claim is one conditional `PutItem` (written only if the id is absent or its lease or ttl
+ * ran out), so of two instances that get the same delivery at the same moment one runs the
+ * handler. Each claim also carries a token of its own, which the condition lets through: when the
+ * answer to that write is lost and the SDK sends it again, the store finds its own claim and
+ * takes it, rather than answering in flight until the lease runs out. Keys are `scope#id`, a long
+ * or unusual id hashed (`scope##<sha256>`, see docs/delivery.md). A delivery costs two requests
+ * (claim, then `PutItem` done); a duplicate costs one (the failed condition returns the item that
+ * holds the id); a failed handler's release is one `DeleteItem` conditioned on this store's token,
+ * so it never frees another instance's claim nor undoes a completed id. Items carry `expiresAt`
+ * (epoch seconds) for DynamoDB's TTL, and the store treats an item past its expiry as absent
+ * itself, since TTL deletion lags.
+ *
+ * @example
+ * ```ts
+ * import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+ * import { DynamoDBDedupeStore } from "flag-webhooks/dynamodb";
+ * import { webhookHandler } from "flag-webhooks/lambda";
+ *
+ * const store = new DynamoDBDedupeStore(new DynamoDBClient({}), { table: process.env.DEDUPE_TABLE!, scope: "flag-audit" });
+ * export const handler = webhookHandler({
+ *   secret: process.env.WEBHOOK_SECRET!,
+ *   maxAge: "5m",
+ *   dedupe: { store, ttl: "24h" },
+ *   onEvent: (event) => console.log(event.type, event.id),
+ * });
+ * ```
+ */
+export class DynamoDBDedupeStore implements DedupeStore {
+  readonly #client: DynamoDBClient;
+  readonly #table: string;
+  readonly #scope: string;
+  readonly #timeout: number;
+  // The value of this store's claims: release() deletes an item only while it holds this token,
+  // so it never frees another instance's claim (as RedisDedupeStore). Per store, not per claim:
+  // within one process the receiver releases a claim only while its lease lasts.
+  readonly #token = claimToken();
+
+  constructor(client: DynamoDBClient, options: DynamoDBDedupeStoreOptions) {
+    if (typeof (client as { send?: unknown } | undefined)?.send !== "function") {
+      throw new TypeError("flag-webhooks: DynamoDBDedupeStore needs a DynamoDBClient from @aws-sdk/client-dynamodb");
+    }
+    const { table, scope, timeout } = options ?? ({} as DynamoDBDedupeStoreOptions);
+    if (typeof table !== "string" || table.length < 3) {
+      throw new TypeError('flag-webhooks: DynamoDBDedupeStore option "table" must be the name of a DynamoDB table');
+    }
+    this.#client = client;
+    this.#table = table;
+    this.#scope = checkScope(scope, "DynamoDBDedupeStore");
+    this.#timeout = timeout === undefined ? 2000 : parseDuration(timeout, "timeout", TIMER_MAX);
+  }
+
+  async claim(id: string, lease: number): Promise<ClaimResult> {
+    const pk = await this.#key(id);
+    // This claim's own: a write the SDK sends again (its answer lost) finds it and goes through.
+    const claim = claimToken();
+    // Two tries: where the failure does not return the item, the read that replaces it may find
+    // it already gone (released, or lapsed); the claim is then tried once more, and a second miss
+    // answers in_flight (the sender retries).
+    for (let attempt = 1; ; attempt++) {
+      const now = Date.now();
+      try {
+        await this.#client.send(
+          new PutItemCommand({
+            TableName: this.#table,
+            Item: item(pk, CLAIMED, now + lease, { token: { S: this.#token }, claim: { S: claim } }),
+            ConditionExpression: "attribute_not_exists(#pk) OR #expiresAtMs <= :now OR #claim = :claim",
+            ExpressionAttributeNames: {
+              "#pk": NAMES["#pk"],
+              "#expiresAtMs": NAMES["#expiresAtMs"],
+              "#claim": NAMES["#claim"],
+            },
+            ExpressionAttributeValues: { ":now": { N: String(now) }, ":claim": { S: claim } },
+            ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+          }),
+          this.#bounded(),
+        );
+        return "claimed";
+      } catch (error) {
+        if (!isConditionFailure(error)) throw error;
+        // DynamoDB returns the item that failed the condition; an implementation that does not
+        // (dynalite, older DynamoDB Local) costs a strongly consistent read.
+        const held = error.Item ?? (await this.#get(pk));
+        if (held && Number(held.expiresAtMs?.N) > now) return held.state?.S === DONE ? "done" : "in_flight";
+        if (attempt === 2) return "in_flight";
+      }
+    }
+  }
+
+  async complete(id: string, ttl: number): Promise<void> {
+    await this.#client.send(
+      new PutItemCommand({ TableName: this.#table, Item: item(await this.#key(id), DONE, Date.now() + ttl) }),
+      this.#bounded(),
+    );
+  }
+
+  async release(id: string): Promise<void> {
+    try {
+      await this.#client.send(
+        new DeleteItemCommand({
+          TableName: this.#table,
+          Key: { pk: { S: await this.#key(id) } },
+          ConditionExpression: "#token = :token AND #state = :claimed",
+          ExpressionAttributeNames: { "#token": NAMES["#token"], "#state": NAMES["#state"] },
+          ExpressionAttributeValues: { ":token": { S: this.#token }, ":claimed": { S: CLAIMED } },
+        }),
+        this.#bounded(),
+      );
+    } catch (error) {
+      // Not ours any more (lapsed and claimed by another instance, or completed): leave it.
+      if (!isConditionFailure(error)) throw error;
+    }
+  }
+
+  async #get(pk: string): Promise<Record<string, AttributeValue> | undefined> {
+    const { Item } = await this.#client.send(
+      new GetItemCommand({ TableName: this.#table, Key: { pk: { S: pk } }, ConsistentRead: true }),
+      this.#bounded(),
+    );
+    return Item;
+  }
+
+  #key(id: string): Promise<string> {
+    return scopedKey(this.#scope, id);
+  }
+
+  // Every request is bounded: a Lambda waiting on an unreachable endpoint would otherwise sit in
+  // the SDK's retries until the function's own timeout. A signal rather than withTimeout: the SDK
+  // takes it, and aborting ends the request and its retries rather than leaving them running.
+  #bounded(): { abortSignal: AbortSignal } {
+    return { abortSignal: AbortSignal.timeout(this.#timeout) };
+  }
+}
+
+/**
+ * The item of an id: its state and expiry (ms for the store, epoch seconds for DynamoDB's TTL),
+ * and a claim's tokens (the store's and the claim's own).
+ */
+function item(
+  pk: string,
+  state: string,
+  expiresAtMs: number,
+  tokens?: Record<string, AttributeValue>,
+): Record<string, AttributeValue> {
+  return {
+    pk: { S: pk },
+    state: { S: state },
+    expiresAt: { N: String(Math.ceil(expiresAtMs / 1000)) },
+    expiresAtMs: { N: String(Math.ceil(expiresAtMs)) },
+    ...tokens,
+  };
+}
+
+function isConditionFailure(error: unknown): error is { Item?: Record<string, AttributeValue> } {
+  return (error as { name?: unknown } | null)?.name === "ConditionalCheckFailedException";
+}

@@ -1,0 +1,358 @@
+// The transactional inbox: the event id is written in the same transaction as the handler's
+// writes, and that transaction commits only when the receiver has decided the delivery was
+// handled (its final answer is 2xx), before that answer leaves.
+import { WebhookError } from "../../errors.js";
+import type { WebhookEvent } from "../../events.js";
+import { duplicateReply } from "../../receiver/answers.js";
+import { type Enlisted, enlist, withRetention } from "../../receiver/enlist.js";
+import { parseDuration, TIMER_MAX } from "../../util/duration.js";
+import { withTimeout } from "../../util/timeout.js";
+import type { ClaimResult, DedupeStore } from "../contract.js";
+import { checkScope, claimToken, storedId } from "../keys.js";
+import { type Driver, driverFor, type OpenTransaction } from "./drivers.js";
+import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
+
+const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+const PRUNE_BATCH = 10_000;
+/** Postgres cuts identifiers at 63 bytes (NAMEDATALEN − 1). */
+const IDENTIFIER_MAX = 63;
+
+/**
+ * The transactional inbox: the event id is inserted in the transaction the handler writes in, so
+ * the id and the handler's writes commit together or not at all, whatever crashes. The receiver
+ * decides: the transaction commits when the delivery's final answer is 2xx, before that answer
+ * leaves (503 if COMMIT fails), and rolls back otherwise, so the sender's retry runs it again. A
+ * copy of a committed event answers a duplicate 204 without running the handler; a copy of an
+ * event being handled in another transaction waits up to `lockTimeout`, then answers `409
+ * delivery_in_progress`; Postgres unreachable answers `503 store_unavailable`. It is also a
+ * lease-based {@link DedupeStore}, for handlers whose effects are not in Postgres.
+ *
+ * Takes a `pg` Pool or Client, a postgres.js `sql`, or an {@link InboxClient}; none is a
+ * dependency of flag-webhooks.
+ *
+ * @example
+ * ```ts
+ * const inbox = new PostgresInbox(pool, { scope: "audit-app" });
+ * await inbox.migrate();
+ * app.post("/webhooks", webhookMiddleware({
+ *   secret,
+ *   onEvent: inbox.handle(async (event, tx) => {
+ *     await tx.query("insert into audit (event_id, type) values ($1, $2)", [event.id, event.type]);
+ *   }),
+ * }));
+ * ```
+ */
+export class PostgresInbox<Client extends PostgresClient = PostgresClient> implements DedupeStore {
+  readonly #driver: Driver;
+  readonly #scope: string;
+  readonly #table: string;
+  readonly #index: string;
+  readonly #retention: number;
+  readonly #lockTimeout: number;
+  readonly #timeout: number;
+  // The value of this instance's DedupeStore claims: release() deletes only rows holding it.
+  readonly #token = claimToken();
+
+  constructor(client: Client, options: PostgresInboxOptions) {
+    if (typeof options !== "object" || options === null) {
+      throw new TypeError('flag-webhooks: PostgresInbox needs options with a "scope"');
+    }
+    const { table = "flag_webhooks_inbox" } = options;
+    this.#scope = checkScope(options.scope, "PostgresInbox");
+    if (typeof table !== "string" || !TABLE.test(table)) {
+      throw new TypeError('flag-webhooks: option "table" must be a table name, optionally "schema.table"');
+    }
+    this.#driver = driverFor(client);
+    this.#table = table
+      .split(".")
+      .map((part) => `"${part}"`)
+      .join(".");
+    this.#index = `"${indexName(table.split(".").pop() as string)}"`;
+    this.#retention = parseDuration(options.retention ?? "30d", "retention");
+    this.#lockTimeout = parseDuration(options.lockTimeout ?? "2s", "lockTimeout");
+    this.#timeout = parseDuration(options.timeout ?? "5s", "timeout", TIMER_MAX);
+    if (this.#lockTimeout >= this.#timeout) {
+      throw new TypeError('flag-webhooks: option "lockTimeout" must be shorter than "timeout"');
+    }
+  }
+
+  /**
+   * Creates the table and its index if they are missing; safe to run at every start, from
+   * several processes at once.
+   *
+   * @example
+   * ```ts
+   * await new PostgresInbox(pool, { scope: "audit-app" }).migrate();
+   * ```
+   */
+  async migrate(): Promise<void> {
+    const open = await this.#driver.begin();
+    try {
+      // Two processes creating the table at once would collide in the catalog: one at a time.
+      await open.query("select pg_advisory_xact_lock(hashtext('flag-webhooks migrate'))", []);
+      await open.query(
+        `create table if not exists ${this.#table} (
+          scope text not null,
+          id text not null,
+          state text not null check (state in ('claimed', 'done')),
+          token text,
+          expires_at timestamptz not null,
+          handled_at timestamptz not null default now(),
+          primary key (scope, id)
+        )`,
+        [],
+      );
+      await open.query(`create index if not exists ${this.#index} on ${this.#table} (scope, expires_at)`, []);
+    } catch (error) {
+      await open.rollback();
+      throw error;
+    }
+    await open.commit("select 1");
+  }
+
+  /**
+   * An `onEvent` that runs `fn(event, tx, ...context)` in a transaction with the event id: the
+   * id and `fn`'s writes through `tx` commit together, once, when the receiver's final answer is
+   * 2xx and before it leaves. A committed id answers a duplicate 204 (`webhook-duplicate: true`)
+   * without running `fn`; an id in another open transaction waits up to `lockTimeout`, then `409
+   * delivery_in_progress`; `fn` throwing, or any answer but 2xx (returned, or written through
+   * the framework), rolls back; Postgres failing, or a COMMIT that did not commit, answers `503
+   * store_unavailable`. `fn` must not end the transaction itself (no COMMIT or ROLLBACK through
+   * `tx`): the inbox sees it, and answers 503 rather than a 2xx it cannot stand behind. Called
+   * outside a receiver (a queue worker), it commits when `fn` resolves. A `createRouter()` router
+   * whose handlers take `(event, tx)` is a valid `fn`.
+   *
+   * @example
+   * ```ts
+   * const router = createRouter<[tx: pg.PoolClient]>().on("flag.updated", async (event, tx) => {
+   *   await tx.query("insert into audit (event_id, flag) values ($1, $2)", [event.id, event.data.flag]);
+   * });
+   * app.post("/webhooks", webhookMiddleware({ secret, onEvent: inbox.handle(router) }));
+   * ```
+   */
+  handle<Context extends unknown[] = unknown[]>(
+    fn: InboxHandler<InboxTransaction<Client>, Context>,
+  ): (event: WebhookEvent, ...context: Context) => Promise<unknown> {
+    if (typeof fn !== "function") throw new TypeError("flag-webhooks: inbox.handle() takes a function");
+    const handler = async (event: WebhookEvent, ...context: Context): Promise<unknown> => {
+      const open = await this.#open(await storedId(event.id), event.id);
+      if (open === "done") return duplicateReply();
+      const unit: Enlisted = {
+        commit: () => this.#commit(open),
+        rollback: () => open.transaction.rollback(),
+        retention: this.#retention,
+      };
+      let enlisted: boolean;
+      try {
+        enlisted = enlist(event, unit);
+      } catch (error) {
+        await unit.rollback();
+        throw error;
+      }
+      let value: unknown;
+      try {
+        value = await fn(event, open.transaction.tx as InboxTransaction<Client>, ...context);
+      } catch (error) {
+        if (!enlisted) await unit.rollback();
+        // A statement Postgres cancelled (statement_timeout) or a connection lost under the
+        // handler: the store failed, not the handler.
+        throw storeFailure(error) || open.transaction.lost() ? unavailable(error) : error;
+      }
+      if (!enlisted) await unit.commit().catch((error: unknown) => Promise.reject(unavailable(error)));
+      return value;
+    };
+    return withRetention(handler, this.#retention);
+  }
+
+  /**
+   * Deletes this scope's expired ids (handled ids past `retention`, DedupeStore ids past their
+   * ttl, lapsed claims), in batches; resolves with how many. Schedule it (docs/postgres.md: retention).
+   *
+   * @example
+   * ```ts
+   * setInterval(() => inbox.prune().catch(console.error), 60 * 60 * 1000).unref();
+   * ```
+   */
+  async prune(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const rows = await this.#driver.query(
+        `with gone as (
+           delete from ${this.#table} where ctid in (
+             select ctid from ${this.#table} where scope = $1 and expires_at < now() limit ${PRUNE_BATCH}
+           ) returning 1
+         ) select count(*)::int as count from gone`,
+        [this.#scope],
+      );
+      const count = Number(rows[0]?.count ?? 0);
+      total += count;
+      if (count < PRUNE_BATCH) return total;
+    }
+  }
+
+  /** DedupeStore: claims `eventId` for `lease` ms in one statement (insert, or take over an expired row). */
+  async claim(eventId: string, lease: number): Promise<ClaimResult> {
+    const id = await storedId(eventId);
+    const rows = await this.#driver.query(
+      `with claim as (
+         insert into ${this.#table} (scope, id, state, token, expires_at)
+         values ($1::text, $2::text, 'claimed', $3::text, now() + $4::bigint * interval '1 millisecond')
+         on conflict (scope, id) do update set state = 'claimed', token = excluded.token,
+           expires_at = excluded.expires_at, handled_at = now()
+         where ${this.#table}.expires_at <= now()
+         returning 'claimed'::text as result
+       )
+       select result from claim
+       union all
+       select case when state = 'done' then 'done' else 'in_flight' end from ${this.#table}
+       where scope = $1::text and id = $2::text and not exists (select 1 from claim)`,
+      [this.#scope, id, this.#token, Math.max(1, Math.ceil(lease))],
+    );
+    const result = rows[0]?.result;
+    if (result === "claimed" || result === "done") return result;
+    // "in_flight", or no row: another instance inserted it after this statement's snapshot.
+    return "in_flight";
+  }
+
+  /** DedupeStore: marks `eventId` handled for `ttl` ms. */
+  async complete(eventId: string, ttl: number): Promise<void> {
+    const id = await storedId(eventId);
+    await this.#driver.query(
+      `insert into ${this.#table} (scope, id, state, expires_at)
+       values ($1::text, $2::text, 'done', now() + $3::bigint * interval '1 millisecond')
+       on conflict (scope, id) do update set state = 'done', token = null, expires_at = excluded.expires_at`,
+      [this.#scope, id, Math.max(1, Math.ceil(ttl))],
+    );
+  }
+
+  /** DedupeStore: frees this instance's claim on `eventId`; never another instance's, never a done id. */
+  async release(eventId: string): Promise<void> {
+    const id = await storedId(eventId);
+    await this.#driver.query(
+      `delete from ${this.#table} where scope = $1::text and id = $2::text and state = 'claimed' and token = $3::text`,
+      [this.#scope, id, this.#token],
+    );
+  }
+
+  /**
+   * BEGIN and the claim of `id` (the stored form of `eventId`) as done, in that transaction (two round trips): the transaction,
+   * held open for the handler; `"done"` for a committed id; `409` while another transaction holds
+   * it past `lockTimeout`; `503` when Postgres fails or any step is slower than `timeout`.
+   */
+  async #open(id: string, eventId: string): Promise<{ transaction: OpenTransaction; xid: string } | "done"> {
+    let transaction: OpenTransaction;
+    try {
+      // A transaction that begins after we gave up (its connection came late) is rolled back.
+      transaction = await this.#bounded(this.#driver.begin(), (late) => void late.rollback());
+    } catch (error) {
+      throw unavailable(error);
+    }
+    let rows: readonly Record<string, unknown>[];
+    try {
+      rows = await this.#bounded(
+        transaction.query(
+          `with claim as (
+             insert into ${this.#table} (scope, id, state, expires_at)
+             select $1::text, $2::text, 'done', now() + $3::bigint * interval '1 millisecond'
+             from (select set_config('lock_timeout', $4::text, true), set_config('statement_timeout', $5::text, true)) settings
+             on conflict (scope, id) do update set state = 'done', token = null, expires_at = excluded.expires_at,
+               handled_at = now()
+             where ${this.#table}.expires_at <= now()
+             returning txid_current()::text as xid
+           )
+           select xid, null::text as state from claim
+           union all
+           select null, state from ${this.#table}
+           where scope = $1::text and id = $2::text and expires_at > now() and not exists (select 1 from claim)`,
+          [this.#scope, id, this.#retention, String(this.#lockTimeout), String(this.#timeout)],
+        ),
+      );
+    } catch (error) {
+      transaction.abort();
+      if ((error as { code?: unknown } | null)?.code === "55P03") throw inProgress(eventId);
+      throw unavailable(error);
+    }
+    const xid = rows[0]?.xid;
+    if (typeof xid === "string" && /^\d+$/.test(xid)) return { transaction, xid };
+    await transaction.rollback();
+    // No row: another transaction committed the id while this one waited for it, after this
+    // statement's snapshot was taken; a new statement sees it.
+    const state = rows[0]?.state ?? (await this.#state(id));
+    if (state === "done") return "done";
+    throw inProgress(eventId);
+  }
+
+  /**
+   * COMMIT, once the transaction is still the one that claimed the id and is not aborted (a
+   * handler that caught a failed statement, or ended the transaction itself through `tx`): else
+   * it rolls back and rejects, and the delivery is answered 503 instead of a 2xx.
+   */
+  async #commit(open: { transaction: OpenTransaction; xid: string }): Promise<void> {
+    const check = `do $$ begin if txid_current_if_assigned() is distinct from ${open.xid}::bigint then raise exception 'flag-webhooks: the inbox''s transaction was ended by the handler (a COMMIT or ROLLBACK through tx)'; end if; end $$`;
+    try {
+      await this.#bounded(open.transaction.commit(check));
+    } catch (error) {
+      open.transaction.abort();
+      throw error;
+    }
+  }
+
+  /** The state of an unexpired id, or undefined; bounded by `timeout`, failures as 503. */
+  async #state(id: string): Promise<unknown> {
+    try {
+      const rows = await this.#bounded(
+        this.#driver.query(
+          `select state from ${this.#table} where scope = $1::text and id = $2::text and expires_at > now()`,
+          [this.#scope, id],
+        ),
+      );
+      return rows[0]?.state;
+    } catch (error) {
+      throw unavailable(error);
+    }
+  }
+
+  #bounded<T>(work: Promise<T>, late?: (value: T) => void): Promise<T> {
+    return withTimeout(
+      work,
+      this.#timeout,
+      () => new Error(`Postgres did not answer within ${this.#timeout} ms`),
+      late,
+    );
+  }
+}
+
+/**
+ * The index's name: `<table>_expires`, or, where that is longer than Postgres keeps, the table's
+ * name cut short with a hash of the whole name, so that two long tables never share one index
+ * name and none is cut to the table's own name (`create index if not exists` would then create
+ * nothing).
+ */
+function indexName(table: string): string {
+  const name = `${table}_expires`;
+  if (name.length <= IDENTIFIER_MAX) return name;
+  // FNV-1a over the name: stable across processes and versions, 8 hex digits.
+  let hash = 0x811c9dc5;
+  for (const char of table) hash = Math.imul(hash ^ (char.codePointAt(0) as number), 0x01000193) >>> 0;
+  const suffix = `_${hash.toString(16).padStart(8, "0")}_expires`;
+  return `${table.slice(0, IDENTIFIER_MAX - suffix.length)}${suffix}`;
+}
+
+/**
+ * A Postgres error that is the server's or the connection's, not the statement's: query_canceled
+ * (statement_timeout), the connection exceptions (08…), operator intervention (57P…), too many
+ * connections.
+ */
+function storeFailure(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (code === "57014" || code === "53300" || /^(08|57P)/.test(code));
+}
+
+function inProgress(id: string): WebhookError {
+  return new WebhookError("delivery_in_progress", `event ${id} is being handled by another delivery; retry later`);
+}
+
+function unavailable(cause: unknown): WebhookError {
+  if (cause instanceof WebhookError) return cause;
+  return new WebhookError("store_unavailable", "the Postgres inbox is unavailable; retry later", { cause });
+}
