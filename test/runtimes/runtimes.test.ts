@@ -231,7 +231,7 @@ function workerd(script: string, bindings: Record<string, string> = {}): Minifla
 
 // The runner module comes first so that its HMAC probe is installed before the library loads.
 const CASE_WORKER = `
-import { runSuite } from "../runner.ts";
+import { runSuite } from "./runner.ts";
 import * as core from "flag-webhooks";
 import * as adapter from "flag-webhooks/fetch";
 import * as honoAdapter from "flag-webhooks/hono";
