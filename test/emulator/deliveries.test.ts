@@ -7,7 +7,7 @@ import { SIGNATURE_HEADER, verifyEvent, verifySignature } from "flag-webhooks";
 import { createEmulator, type Delivery, type Emulator, type EmulatorOptions } from "flag-webhooks/emulator";
 import { describe, expect, it, vi } from "vitest";
 import { cleanupAfterEach, tempDir as makeTempDir } from "../support/cleanup.js";
-import { call, type Received, receiver, until } from "../support/emulator.js";
+import { call, type Received, receiver, startEmulator, until } from "../support/emulator.js";
 
 // Section 6 of the interface document: every change becomes a signed POST to every webhook
 // subscribed to its type and environment; plus the emulator's retry policy and its own endpoints.
@@ -438,11 +438,7 @@ describe("options", () => {
 });
 
 // The sender in detail, on emulators of its own and endpoints that answer as each case needs.
-async function start(options: EmulatorOptions = {}): Promise<Emulator> {
-  const emulator = await createEmulator(options);
-  cleanup(() => emulator.close());
-  return emulator;
-}
+const start = (options: EmulatorOptions = {}) => startEmulator(cleanup, options);
 
 /** A real endpoint; `handle` answers request n (from 1) as it likes, or never. */
 async function endpoint(handle: (n: number, res: ServerResponse, req: IncomingMessage) => void) {

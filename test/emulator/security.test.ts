@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { createEmulator, type Emulator, type EmulatorOptions } from "flag-webhooks/emulator";
 import { describe, expect, it } from "vitest";
 import { cleanupAfterEach, tempDir as makeTempDir } from "../support/cleanup.js";
-import { call, receiver, until } from "../support/emulator.js";
+import { call, receiver, startEmulator, until } from "../support/emulator.js";
 
 // The emulator runs on developers' machines and inside their test processes: what a web page,
 // another process or a planted file can make it do. The Host check against DNS rebinding, the
@@ -23,11 +23,7 @@ import { call, receiver, until } from "../support/emulator.js";
 
 const cleanup = cleanupAfterEach();
 
-async function start(options: EmulatorOptions = {}): Promise<Emulator> {
-  const emulator = await createEmulator(options);
-  cleanup(() => emulator.close());
-  return emulator;
-}
+const start = (options: EmulatorOptions = {}) => startEmulator(cleanup, options);
 
 const tempDir = () => makeTempDir(cleanup, "emulator-security-");
 

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { createEmulator, type Emulator, type EmulatorOptions } from "flag-webhooks/emulator";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { cleanupAfterEach, tempDir as makeTempDir } from "../support/cleanup.js";
-import { call, receiver, until } from "../support/emulator.js";
+import { call, receiver, startEmulator, until } from "../support/emulator.js";
 
 // The emulator's server over real sockets, where api.test.ts and messages.test.ts do not
 // reach: request targets the URL parser cannot read,
@@ -23,11 +23,7 @@ afterAll(() => emulator.close());
 
 const cleanup = cleanupAfterEach();
 
-async function start(options: EmulatorOptions = {}): Promise<Emulator> {
-  const started = await createEmulator(options);
-  cleanup(() => started.close());
-  return started;
-}
+const start = (options: EmulatorOptions = {}) => startEmulator(cleanup, options);
 
 const tempDir = () => makeTempDir(cleanup, "emulator-server-");
 

@@ -17,6 +17,11 @@ export function delivery(
   return signedDelivery({ secret, event: createEvent("flag.updated", overrides) });
 }
 
+/** The JSON of a fresh `flag.updated` event with the id given (and any other part overridden). */
+export function eventJson(id: string, overrides?: EventOverrides<Omit<FlagUpdatedEvent, "type" | "id">>): string {
+  return JSON.stringify(createEvent("flag.updated", { ...overrides, id }));
+}
+
 /** The Service-Signature of `body` (its UTF-8 bytes, or the bytes themselves) under `secret`. */
 export function signatureOf(secret: string, body: string | Uint8Array): Promise<string> {
   return sign({ secret, payload: body });

@@ -1,6 +1,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Emulator } from "flag-webhooks/emulator";
+import { createEmulator, type Emulator, type EmulatorOptions } from "flag-webhooks/emulator";
+import type { Task } from "./cleanup.js";
+
+/** An emulator for one test, closed by `cleanup` (from cleanupAfterEach) after it. */
+export async function startEmulator(cleanup: (task: Task) => void, options: EmulatorOptions = {}): Promise<Emulator> {
+  const emulator = await createEmulator(options);
+  cleanup(() => emulator.close());
+  return emulator;
+}
 
 export interface Answer {
   status: number;

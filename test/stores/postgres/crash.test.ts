@@ -9,7 +9,7 @@ import { webhookMiddleware } from "flag-webhooks/express";
 import { PostgresInbox } from "flag-webhooks/postgres";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { signatureOf } from "../../support/deliveries.js";
+import { eventJson, signatureOf } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
 import { close, listen } from "../../support/http.js";
 import {
@@ -29,15 +29,7 @@ const availability = postgresAvailability();
 const SECRET = "whsec-postgres-crash-test";
 const root = join(import.meta.dirname, "../../..");
 
-function body(id: string): string {
-  return JSON.stringify({
-    id,
-    type: "flag.updated",
-    createdAt: new Date().toISOString(),
-    environment: "prod",
-    data: { flag: "new-checkout", changes: [], actor: { type: "user", email: "dana@example.com" } },
-  });
-}
+const body = (id: string) => eventJson(id);
 const sign = (text: string) => signatureOf(SECRET, text);
 
 /** What the sender saw: answers by status, and broken connections. */

@@ -21,7 +21,7 @@ import pg from "pg";
 import postgres from "postgres";
 import request from "supertest";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { signatureOf } from "../../support/deliveries.js";
+import { eventJson, signatureOf } from "../../support/deliveries.js";
 import { close, listen } from "../../support/http.js";
 import { type TestDatabase, testDatabase } from "../../support/postgres-database.js";
 import { postgresAvailability } from "../../support/postgres-server.js";
@@ -162,15 +162,7 @@ describe("PostgresInbox options", () => {
 type AdapterName = "Express" | "Koa" | "fetch" | "Lambda";
 const ADAPTERS: AdapterName[] = ["Express", "Koa", "fetch", "Lambda"];
 
-function body(id: string): string {
-  return JSON.stringify({
-    id,
-    type: "flag.updated",
-    createdAt: new Date().toISOString(),
-    environment: "prod",
-    data: { flag: "new-checkout", changes: [], actor: { type: "user", email: "dana@example.com" } },
-  });
-}
+const body = (id: string) => eventJson(id);
 const sign = (text: string) => signatureOf(SECRET, text);
 
 interface Reply {
