@@ -75,13 +75,13 @@ describe("hooks and the clock", () => {
   });
 
   it.each([
-    [undefined, "undefined"],
-    [Number.NaN, "NaN"],
-    ["2026-11-23T12:00:00Z", "string"],
-    [Number.POSITIVE_INFINITY, "Infinity"],
+    ["undefined", undefined, "undefined"],
+    ["NaN", Number.NaN, "NaN"],
+    ["a string", "2026-11-23T12:00:00Z", "string"],
+    ["Infinity", Number.POSITIVE_INFINITY, "Infinity"],
   ])(
-    "a clock that answers %j fails closed: a 25-year-old event gets 500, never the handler, and onError hears why",
-    async (reading, shown) => {
+    "a clock that answers %s fails closed: a 25-year-old event gets 500, never the handler, and onError hears why",
+    async (_, reading, shown) => {
       const errors: unknown[] = [];
       const ran = vi.fn();
       const old = body(undefined, "2001-01-01T00:00:00Z");
