@@ -7,7 +7,7 @@ const fromRoot = (path: string) => fileURLToPath(new URL(`./${path}`, import.met
 export default defineConfig({
   resolve: {
     // Examples import the package by name, as users do; in unit tests each name means its source
-    // (entries.ts). The built package itself is tested in test/package.test.ts and test/package/.
+    // (entries.ts). The built package itself is tested in test/package/.
     alias: entries.map((entry) => ({
       find: new RegExp(`^${specifier(entry).replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`),
       replacement: fromRoot(entry.source),

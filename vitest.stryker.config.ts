@@ -8,7 +8,7 @@ import base from "./vitest.config.js";
 //   `dev` command, other runtimes), the check that every file naming an entry agrees with
 //   entries.ts, and
 //   the Cloudflare test (an esbuild bundle run in workerd): they never load the mutated src/
-//   (test/cloudflare-dedupe-store.test.ts, included, runs DurableObjectDedupeStore from src/ in
+//   (test/stores/durable-object.test.ts, included, runs DurableObjectDedupeStore from src/ in
 //   Node over real namespaces; the Durable Object itself is measured by stryker.workerd.config.mjs);
 // - the Postgres crash test: its receivers are child processes, which see no active mutant;
 // - the README/docs test: it type-checks snippets with tsc, which says nothing about behaviour;
@@ -23,26 +23,24 @@ import base from "./vitest.config.js";
 // while it loads or in beforeAll): Stryker cannot tell which test reaches them, so each runs every
 // included test, and with the whole suite (~1,400 tests, 80 s a run) a file such as src/errors.ts
 // takes hours. A narrower set gives a lower bound of the score: whatever it kills, the suite kills.
-//   STRYKER_TESTS=test/signature.test.ts,test/events.test.ts npx stryker run --concurrency 1 --mutate src/events.ts
+//   STRYKER_TESTS=test/core/signature.test.ts,test/core/events.test.ts npx stryker run --concurrency 1 --mutate src/events.ts
 // globalSetup starts ONE PostgreSQL for the whole run (when installed), which the Postgres tests
 // get through inject("postgresUrl"), each run of a file in a new database of its own: without it
-// every mutant's run of test/postgres-inbox.test.ts would start a server (5-9 s each). The normal
+// every mutant's run of test/stores/postgres/inbox.test.ts would start a server (5-9 s each). The normal
 // suite (vitest.config.ts) has none: there each Postgres test file starts its own server.
 const only = process.env.STRYKER_TESTS?.split(",")
   .map((pattern) => pattern.trim())
   .filter((pattern) => pattern !== "");
 const excluded = [
-  "test/cli.test.ts",
-  "test/demo.test.ts",
-  "test/package.test.ts",
+  "test/cli/installed.test.ts",
+  "test/docs/demo.test.ts",
   "test/package/**",
-  "test/runtimes.test.ts",
-  "test/size.test.ts",
-  "test/self-contained.test.ts",
-  "test/cloudflare.test.ts",
-  "test/postgres-crash.test.ts",
-  "test/readme.test.ts",
-  "test/emulator/dev.test.ts",
+  "test/runtimes/runtimes.test.ts",
+  "test/docs/self-contained.test.ts",
+  "test/queues/cloudflare.test.ts",
+  "test/stores/postgres/crash.test.ts",
+  "test/docs/readme.test.ts",
+  "test/cli/dev-process.test.ts",
   "test/emulator/express.test.ts",
 ];
 
@@ -52,7 +50,7 @@ export default defineConfig({
     ...base.test,
     include: only?.length ? only : ["test/**/*.test.ts", "examples/**/*.test.ts"],
     // A file STRYKER_TESTS names runs even when the whole-suite run leaves it out (the workerd run
-    // of test/cloudflare.test.ts: stryker.workerd.config.mjs).
+    // of test/queues/cloudflare.test.ts: stryker.workerd.config.mjs).
     exclude: [...excluded.filter((file) => !only?.includes(file)), "**/node_modules/**"],
     typecheck: { enabled: false },
     globalSetup: ["test/support/postgres-global-setup.ts"],

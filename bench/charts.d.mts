@@ -1,4 +1,4 @@
-// Types of bench/charts.mjs, for test/bench-charts.test.ts (the benchmark scripts are plain ESM).
+// Types of bench/charts.mjs, for test/bench/charts.test.ts (the benchmark scripts are plain ESM).
 
 /** One body size of one implementation in bench/micro.mjs's JSON: ns per call over rounds. */
 export interface MicroPoint {

@@ -2,7 +2,7 @@
 // Known-answer signature vectors, computed by openssl rather than by this library, so a reader
 // can check that none is hand-made: `node scripts/make-vectors.mjs` rewrites every `signature` in
 // test/fixtures/signatures.json from `openssl dgst -sha256 -hmac <secret>` over each body's bytes;
-// `--check` changes nothing and exits 1 if any stored signature differs (test/vectors.test.ts).
+// `--check` changes nothing and exits 1 if any stored signature differs (test/core/vectors.test.ts).
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

@@ -9,7 +9,7 @@
 //
 // Run it in a scratch checkout (it rewrites the file, and restores it after each mutant):
 //   node tools/hand-mutants.mjs --report reports/mutation/mutation.json --file src/receiver.ts \
-//     --tests test/delivery.test.ts,test/express.test.ts [--static] [--json out.json]
+//     --tests test/receiver/every-adapter.test.ts,test/adapters/express.test.ts [--static] [--json out.json]
 // A mutant the test set kills is killed by the whole suite; one it does not kill may still be
 // killed by a test outside the set, so the figure is a lower bound, like STRYKER_TESTS's.
 import { spawnSync } from "node:child_process";

@@ -1,6 +1,6 @@
+import { createEmulator, type Emulator } from "flag-webhooks/emulator";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { createEmulator, type Emulator } from "../../src/emulator/index.js";
-import { call } from "./helpers.js";
+import { call } from "../support/emulator.js";
 
 // The emulated API against the interface document, section by section, over real HTTP.
 // Where the document says "not shown", the expected answers are the emulator's documented

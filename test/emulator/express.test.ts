@@ -2,32 +2,30 @@ import { spawn } from "node:child_process";
 import type { Server } from "node:http";
 import { resolve } from "node:path";
 import express from "express";
+import type { FlagChange, WebhookEvent } from "flag-webhooks";
+import { createEmulator, type Emulator } from "flag-webhooks/emulator";
 import { webhookMiddleware } from "flag-webhooks/express";
-import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
+import { describe, expect, expectTypeOf, it } from "vitest";
 import { createApp } from "../../examples/express.js";
-import { createEmulator, type Emulator } from "../../src/emulator/index.js";
-import type { FlagChange, WebhookEvent } from "../../src/index.js";
-import { close, listen } from "../http.js";
-import { call, until } from "./helpers.js";
+import { cleanupAfterEach } from "../support/cleanup.js";
+import { call, until } from "../support/emulator.js";
+import { close, listen } from "../support/http.js";
 
 // End to end: the emulator sends real signed deliveries to a real Express app using our
 // middleware, over real HTTP, as a developer's laptop would with `flag-webhooks dev --forward`.
 
-const cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
+const cleanup = cleanupAfterEach();
 
 async function start(app: express.Express): Promise<string> {
   const server: Server = await listen(app.listen(0, "127.0.0.1"));
-  cleanup.push(() => close(server));
+  cleanup(() => close(server));
   const { port } = server.address() as { port: number };
   return `http://127.0.0.1:${port}/webhooks`;
 }
 
 async function emulatorWithWebhook(url: string, options = {}) {
   const emulator: Emulator = await createEmulator({ retry: { initialDelayMs: 10 }, ...options });
-  cleanup.push(() => emulator.close());
+  cleanup(() => emulator.close());
   const { json } = await call(emulator, "POST", "/projects/shop/webhooks", {
     body: { url, events: ["flag.updated"], environments: ["production"] },
   });
@@ -174,7 +172,7 @@ describe("flag-webhooks dev", () => {
       err += chunk;
     });
     const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)));
-    cleanup.push(async () => {
+    cleanup(async () => {
       if (child.exitCode === null) child.kill("SIGKILL");
     });
 

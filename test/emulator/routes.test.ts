@@ -1,11 +1,11 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import { createEmulator, type Emulator } from "flag-webhooks/emulator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEmulator, type Emulator } from "../../src/emulator/index.js";
 
-// docs/emulator.md's list of the emulator's routes (issue 16, item 12; in the README until issue
-// 20) against the emulator itself: every row has one curl example, every example runs and answers the row's status, and on every
-// listed path the emulator allows exactly the listed methods.
+// docs/emulator.md's list of the emulator's routes against the emulator itself: every row has one
+// curl example, every example runs and answers the row's status, and on every listed path the
+// emulator allows exactly the listed methods.
 
 const page = readFileSync(resolve(import.meta.dirname, "../../docs/emulator.md"), "utf8");
 const section = page.slice(page.indexOf("### Routes"), page.indexOf("**Where the interface document is silent**"));

@@ -2,40 +2,30 @@ import {
   chmodSync,
   existsSync,
   lstatSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
-  rmSync,
   statSync,
   symlinkSync,
   writeFileSync,
 } from "node:fs";
 import { request } from "node:http";
-import { networkInterfaces, tmpdir } from "node:os";
+import { networkInterfaces } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
-import { createEmulator, type Emulator, type EmulatorOptions } from "../../src/emulator/index.js";
-import { call, receiver, until } from "./helpers.js";
+import { createEmulator, type Emulator, type EmulatorOptions } from "flag-webhooks/emulator";
+import { describe, expect, it } from "vitest";
+import { cleanupAfterEach, tempDir as makeTempDir } from "../support/cleanup.js";
+import { call, receiver, startEmulator, until } from "../support/emulator.js";
 
 // The emulator runs on developers' machines and inside their test processes: what a web page,
-// another process or a planted file can make it do (issue 16, items 1 to 4, 11).
+// another process or a planted file can make it do. The Host check against DNS rebinding, the
+// token given only to who knows it, request strings that never index a plain object, the state
+// file's permissions and links, and bounds on the history and on each write of the state file.
 
-const cleanup: (() => Promise<unknown> | unknown)[] = [];
-afterEach(async () => {
-  for (const task of cleanup.splice(0).reverse()) await task();
-});
+const cleanup = cleanupAfterEach();
 
-async function start(options: EmulatorOptions = {}): Promise<Emulator> {
-  const emulator = await createEmulator(options);
-  cleanup.push(() => emulator.close());
-  return emulator;
-}
+const start = (options: EmulatorOptions = {}) => startEmulator(cleanup, options);
 
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "emulator-security-"));
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+const tempDir = () => makeTempDir(cleanup, "emulator-security-");
 
 interface Raw {
   status: number;
@@ -274,7 +264,7 @@ describe("the state file", () => {
 
   it("sends none of the stored pending deliveries when a start fails", async () => {
     const app = await receiver(() => 500);
-    cleanup.push(app.close);
+    cleanup(app.close);
     const stateFile = join(tempDir(), "state.json");
     const first = await start({ stateFile, retry: { initialDelayMs: 60_000 } });
     await call(first, "POST", "/projects/p/webhooks", { body: { url: app.url, events: ["flag.created"] } });
@@ -302,7 +292,7 @@ describe("the state file", () => {
 describe("the delivery history is bounded, and so is a write of the state file", () => {
   it("keeps the last maxDeliveries deliveries, in memory, on the page and in the state file, of a constant size", async () => {
     const app = await receiver(() => 204);
-    cleanup.push(app.close);
+    cleanup(app.close);
     const stateFile = join(tempDir(), "state.json");
     const emulator = await start({ stateFile, maxDeliveries: 5 });
     await call(emulator, "POST", "/projects/p/webhooks", {

@@ -1,17 +1,18 @@
 /**
- * The shared case table (test/cases.ts) and the openssl vectors, run *inside* a runtime under
+ * The shared case table (test/support/cases.ts) and the openssl vectors, run *inside* a runtime under
  * test: Bun, Deno or workerd. Only web platform APIs are used here (Request, Response, Headers,
  * ReadableStream, TextEncoder, crypto.subtle), so this module runs unchanged on workerd with no
- * Node built-ins. test/runtimes.test.ts serializes the table in Node, hands it to the runtime,
+ * Node built-ins. test/runtimes/runtimes.test.ts serializes the table in Node, hands it to the runtime,
  * and asserts on the answers that come back as JSON.
  *
  * Importing this module first also installs the HMAC probe below, so it must be evaluated before
  * flag-webhooks is loaded: the library picks its HMAC implementation once, at load.
  */
+
+import type * as Core from "flag-webhooks";
+import type * as Adapter from "flag-webhooks/fetch";
+import type * as HonoAdapter from "flag-webhooks/hono";
 import type { Hono } from "hono";
-import type * as Adapter from "../../src/adapters/fetch.js";
-import type * as HonoAdapter from "../../src/adapters/hono.js";
-import type * as Core from "../../src/index.js";
 
 /** One delivery of the case table, as JSON: bytes as hex, signatures already computed. */
 export interface WireCase {

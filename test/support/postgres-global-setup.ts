@@ -4,7 +4,7 @@ import { type PostgresServer, startPostgres, stopPostgres } from "./postgres-ser
 // vitest globalSetup of the Stryker run (vitest.stryker.config.ts): ONE PostgreSQL for the whole
 // run, handed to the tests as `inject("postgresUrl")`. Stryker's vitest runner re-runs a test
 // file's beforeAll for every mutant, and a server of its own per mutant (initdb and start, 5-9 s)
-// would make test/postgres-inbox.test.ts take an hour. Each run of a test file still gets a new,
+// would make test/stores/postgres/inbox.test.ts take an hour. Each run of a test file still gets a new,
 // empty database of its own (test/support/postgres-server.ts: testDatabase), dropped after it, so
 // no mutant's rows are left for the next mutant's run. The normal suite has no globalSetup: each
 // Postgres test file starts its own server, as before. Where PostgreSQL is not installed nothing

@@ -1,8 +1,8 @@
+import type { RedisClientLike } from "flag-webhooks";
 import { Redis as IORedis } from "ioredis";
 import { Redis as IORedis5 } from "ioredis5";
 import { createClient } from "redis";
 import { createClient as createClient4 } from "redis4";
-import type { RedisClientLike } from "../../src/index.js";
 
 /**
  * One connected client of a real Redis library, as a user would create it, plus the few calls

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { DedupeStore } from "flag-webhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { DedupeStore } from "../../src/index.js";
 
 // The DedupeStore contract, one suite that every store runs: the in-process MemoryDedupeStore,
 // RedisDedupeStore over each client, and every store added later. Real time, short ttls.
@@ -133,7 +133,7 @@ export function describeStoreContract(
       });
 
       // A store shared by no other instance has no other claim to leave alone; within one store the
-      // receiver releases a claim only while its lease lasts (test/delivery.test.ts).
+      // receiver releases a claim only while its lease lasts (test/receiver/claim.test.ts).
       if (setup.shared) {
         it("release after the lease expired and another instance claimed the id leaves the other's claim alone", async () => {
           const event = newId();

@@ -1,0 +1,22 @@
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { expect, it } from "vitest";
+
+const root = resolve(import.meta.dirname, "../..");
+
+it("npm run demo tells the story end to end on the emulator, as promised", () => {
+  // npm test builds dist before vitest; the demo imports the built package by name and runs dist/cli.js.
+  expect(existsSync(join(root, "dist/emulator.js")), "dist is not built: run npm run build").toBe(true);
+  const output = execFileSync(join(root, "node_modules/.bin/tsx"), ["scripts/demo.ts"], {
+    cwd: root,
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  expect(output).toMatch(/flag\.updated production ← 200 .*on: false → true/);
+  expect(output).toMatch(/flag\.updated production \(tampered\) ← 401 \{"error":\{"code":"invalid_signature"/);
+  expect(output).toMatch(/flag\.updated production \(redelivery\) ← 204 \n/);
+  expect(output).toContain('"code":"event_expired"');
+  expect(output).not.toContain("✗");
+  expect(output).toContain("Everything happened as promised.");
+});
