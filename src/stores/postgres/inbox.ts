@@ -234,7 +234,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
 
   /**
    * Creates the table and its index if they are missing; safe to run at every start, from
-   * several processes at once.
+   * several processes at once, and silent: no NOTICE reaches the client's log.
    *
    * @example
    * ```ts
@@ -244,6 +244,10 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
   async migrate(): Promise<void> {
     const controller = new AbortController();
     await this.#driver.transaction(async (_tx, query) => {
+      // "if not exists" answers an existing table or index with a NOTICE, which postgres.js
+      // prints by default: on every start. Only for this transaction, so the client's own
+      // setting is back after it.
+      await query("set local client_min_messages = warning", []);
       // Two processes creating the table at once would collide in the catalog: one at a time.
       await query("select pg_advisory_xact_lock(hashtext('flag-webhooks migrate'))", []);
       await query(
