@@ -23,7 +23,7 @@ describe.skipIf(skip !== undefined)("PostgresInbox.migrate() on a real PostgreSQ
 
   it("sends no NOTICE to postgres.js, on the first start and every start after", async () => {
     const notices: string[] = [];
-    const sql = postgres(database.url, { max: 2, onnotice: (notice) => notices.push(notice.message) });
+    const sql = postgres(database.url, { max: 2, onnotice: (notice) => notices.push(String(notice.message)) });
     try {
       const inbox = new PostgresInbox(sql, { scope: "migrate-postgresjs" });
       await inbox.migrate();
@@ -42,7 +42,7 @@ describe.skipIf(skip !== undefined)("PostgresInbox.migrate() on a real PostgreSQ
   it("sends no NOTICE to a pg Client, and leaves its client_min_messages as it was", async () => {
     const client = new pg.Client({ connectionString: database.url });
     const notices: string[] = [];
-    client.on("notice", (notice) => notices.push(notice.message));
+    client.on("notice", (notice) => notices.push(String(notice.message)));
     await client.connect();
     try {
       const inbox = new PostgresInbox(client, { scope: "migrate-pg", table: "app_inbox" });
@@ -61,7 +61,7 @@ describe.skipIf(skip !== undefined)("PostgresInbox.migrate() on a real PostgreSQ
   it("sends no NOTICE through an InboxClient either", async () => {
     const client = new pg.Client({ connectionString: database.url });
     const notices: string[] = [];
-    client.on("notice", (notice) => notices.push(notice.message));
+    client.on("notice", (notice) => notices.push(String(notice.message)));
     await client.connect();
     const inboxClient: InboxClient<pg.Client> = {
       async transaction(fn) {
