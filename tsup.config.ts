@@ -1,33 +1,20 @@
 import { cpSync, readFileSync } from "node:fs";
 import { defineConfig } from "tsup";
+import { buildEntries, command } from "./entries.js";
 
 const { version } = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")) as { version: string };
 
 export default defineConfig([
   {
-    entry: {
-      index: "src/index.ts",
-      express: "src/adapters/express.ts",
-      koa: "src/adapters/koa.ts",
-      fetch: "src/adapters/fetch.ts",
-      fastify: "src/adapters/fastify.ts",
-      hono: "src/adapters/hono.ts",
-      lambda: "src/adapters/lambda.ts",
-      bullmq: "src/queues/bullmq.ts",
-      dynamodb: "src/stores/dynamodb.ts",
-      cloudflare: "src/cloudflare.ts",
-      postgres: "src/stores/postgres/inbox.ts",
-      otel: "src/otel/index.ts",
-      testing: "src/testing/index.ts",
-      emulator: "src/emulator/index.ts",
-    },
+    // Every library entry (entries.ts), each to dist/<name>.js, .cjs, .d.ts and .d.cts.
+    entry: buildEntries(),
     format: ["esm", "cjs"],
     dts: true,
     // Shared chunks, in both formats, so every entry point uses one copy of WebhookError.
     splitting: true,
     treeshake: true,
     // Both builds write dist/ at the same time: this one must not delete the command's file.
-    clean: ["!cli.js"],
+    clean: [`!${command.file}.js`],
     target: "es2022",
     platform: "neutral",
     sourcemap: false,
@@ -39,7 +26,7 @@ export default defineConfig([
   {
     // The `flag-webhooks` command (package.json "bin"): one self-contained ES module for Node,
     // built apart so that nothing of the command reaches the library's entries or chunks.
-    entry: { cli: "src/cli/bin.ts" },
+    entry: { [command.file]: command.source },
     format: ["esm"],
     dts: false,
     splitting: false,

@@ -1,23 +1,17 @@
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+import { entries, specifier } from "./entries.js";
 
-const src = (path: string) => fileURLToPath(new URL(`./src/${path}`, import.meta.url));
+const fromRoot = (path: string) => fileURLToPath(new URL(`./${path}`, import.meta.url));
 
 export default defineConfig({
   resolve: {
-    // Examples import the package by name, as users do; in unit tests that name means src/.
-    // The packed package itself is tested in test/package.test.ts.
-    alias: [
-      { find: /^flag-webhooks$/, replacement: src("index.ts") },
-      { find: /^flag-webhooks\/testing$/, replacement: src("testing/index.ts") },
-      { find: /^flag-webhooks\/emulator$/, replacement: src("emulator/index.ts") },
-      { find: /^flag-webhooks\/(express|koa|fetch|fastify|hono|lambda)$/, replacement: src("adapters/$1.ts") },
-      { find: /^flag-webhooks\/bullmq$/, replacement: src("queues/bullmq.ts") },
-      { find: /^flag-webhooks\/dynamodb$/, replacement: src("stores/dynamodb.ts") },
-      { find: /^flag-webhooks\/cloudflare$/, replacement: src("cloudflare.ts") },
-      { find: /^flag-webhooks\/postgres$/, replacement: src("stores/postgres/inbox.ts") },
-      { find: /^flag-webhooks\/otel$/, replacement: src("otel/index.ts") },
-    ],
+    // Examples import the package by name, as users do; in unit tests each name means its source
+    // (entries.ts). The built package itself is tested in test/package.test.ts and test/package/.
+    alias: entries.map((entry) => ({
+      find: new RegExp(`^${specifier(entry).replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`),
+      replacement: fromRoot(entry.source),
+    })),
   },
   test: {
     include: ["test/**/*.test.ts", "examples/**/*.test.ts"],

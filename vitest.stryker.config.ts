@@ -4,8 +4,9 @@ import base from "./vitest.config.js";
 // The configuration Stryker runs (`npm run mutation`). Stryker mutates src/ in its sandbox and
 // switches mutants inside the test process, so only tests that import src/ in-process can kill a
 // mutant. Left out, and why:
-// - tests of dist/ (the packed package, its size, the demo, the CLI binary and `dev` command, other
-//   runtimes) and
+// - tests of dist/ (the packed package, its size and export names, the demo, the CLI binary and
+//   `dev` command, other runtimes), the check that every file naming an entry agrees with
+//   entries.ts, and
 //   the Cloudflare test (an esbuild bundle run in workerd): they never load the mutated src/
 //   (test/cloudflare-dedupe-store.test.ts, included, runs DurableObjectDedupeStore from src/ in
 //   Node over real namespaces; the Durable Object itself is measured by stryker.workerd.config.mjs);
@@ -34,6 +35,7 @@ const excluded = [
   "test/cli.test.ts",
   "test/demo.test.ts",
   "test/package.test.ts",
+  "test/package/**",
   "test/runtimes.test.ts",
   "test/size.test.ts",
   "test/self-contained.test.ts",

@@ -139,6 +139,14 @@ const strict = new TextDecoder("utf-8", { fatal: true });
  * ```
  */
 export function parseEvent(payload: Payload): WebhookEvent {
+  return validateEvent(parseJsonBody(payload));
+}
+
+/**
+ * The JSON value of a body, decoded and parsed as {@link parseEvent} does (the same errors), not
+ * yet checked to be an event. For the queue hand-offs; not exported by the package.
+ */
+export function parseJsonBody(payload: Payload): unknown {
   assertPayload(payload);
   let text: string;
   if (typeof payload === "string") {
@@ -157,13 +165,11 @@ export function parseEvent(payload: Payload): WebhookEvent {
       }
     }
   }
-  let value: unknown;
   try {
-    value = JSON.parse(text);
+    return JSON.parse(text);
   } catch (cause) {
     throw invalid("body is not valid JSON", cause);
   }
-  return validateEvent(value);
 }
 
 function validateEvent(value: unknown): WebhookEvent {

@@ -16,14 +16,14 @@ export {
   type WebhookEventType,
 } from "./events.js";
 export type { Payload } from "./payload.js";
-export {
-  type DedupeOptions,
-  DUPLICATE_HEADER,
-  type HandlerOptions,
-  type ReceiverOptions,
-  type VerifiedInfo,
-  type WebhookReply,
-} from "./receiver.js";
+export { DUPLICATE_HEADER } from "./receiver/answers.js";
+export type {
+  DedupeOptions,
+  HandlerOptions,
+  ReceiverOptions,
+  VerifiedInfo,
+  WebhookReply,
+} from "./receiver/options.js";
 export {
   type Secret,
   SIGNATURE_HEADER,

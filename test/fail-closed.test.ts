@@ -134,20 +134,20 @@ describe("a clock that names no instant fails closed (item 8)", () => {
 
 describe("dedupe.ttl and the replay window (item 9)", () => {
   const store = new MemoryDedupeStore();
-  it("refuses a ttl shorter than maxAge plus the minute of skew allowed: the README calls that a replay gap", () => {
+  it("refuses a ttl shorter than maxAge plus twice the minute of skew allowed: the README calls that a replay gap", () => {
     expect(() =>
-      webhookHandler({ secret: SECRET, maxAge: "5m", dedupe: { store, ttl: "5m" }, onEvent: quiet }),
+      webhookHandler({ secret: SECRET, maxAge: "5m", dedupe: { store, ttl: "6m" }, onEvent: quiet }),
     ).toThrow(
-      /option "dedupe\.ttl" \(300000 ms\) is shorter than maxAge plus the 60 s clock-skew allowance \(360000 ms\)/,
+      /option "dedupe\.ttl" \(360000 ms\) is shorter than maxAge plus twice the 60 s clock-skew allowance \(420000 ms\)/,
     );
     expect(() =>
-      webhookHandler({ secret: SECRET, maxAge: "5m", dedupe: { store, ttl: 359_999 }, onEvent: quiet }),
+      webhookHandler({ secret: SECRET, maxAge: "5m", dedupe: { store, ttl: 419_999 }, onEvent: quiet }),
     ).toThrow(TypeError);
   });
 
-  it("accepts a ttl of exactly maxAge plus the allowance, and any ttl without maxAge", () => {
+  it("accepts a ttl of exactly maxAge plus twice the allowance, and any ttl without maxAge", () => {
     expect(() =>
-      webhookHandler({ secret: SECRET, maxAge: "5m", dedupe: { store, ttl: "6m" }, onEvent: quiet }),
+      webhookHandler({ secret: SECRET, maxAge: "5m", dedupe: { store, ttl: "7m" }, onEvent: quiet }),
     ).not.toThrow();
     expect(() => webhookHandler({ secret: SECRET, dedupe: { store, ttl: "1m" }, onEvent: quiet })).not.toThrow();
   });

@@ -315,16 +315,17 @@ describe("options, checked when the handler is created", () => {
     expect(make({ secret, onEvent: () => {}, dedupe: undefined })).not.toThrow();
   });
 
-  it("requires dedupe.ttl, and one at least maxAge plus the minute of skew", () => {
+  it("requires dedupe.ttl, and one at least maxAge plus twice the minute of skew", () => {
     const store = new MemoryDedupeStore();
     expect(make({ secret, onEvent: () => {}, dedupe: { store } })).toThrow(
       new TypeError('flag-webhooks: option "dedupe.ttl" is required'),
     );
-    expect(make({ secret, onEvent: () => {}, maxAge: "5m", dedupe: { store, ttl: 360_000 } })).not.toThrow();
-    expect(make({ secret, onEvent: () => {}, maxAge: "5m", dedupe: { store, ttl: 359_999 } })).toThrow(
+    expect(make({ secret, onEvent: () => {}, maxAge: "5m", dedupe: { store, ttl: 420_000 } })).not.toThrow();
+    expect(make({ secret, onEvent: () => {}, maxAge: "5m", dedupe: { store, ttl: 419_999 } })).toThrow(
       new TypeError(
-        'flag-webhooks: option "dedupe.ttl" (359999 ms) is shorter than maxAge plus the 60 s clock-skew allowance ' +
-          "(360000 ms): a captured delivery could be replayed after its id is forgotten; make the ttl at least that long",
+        'flag-webhooks: option "dedupe.ttl" (419999 ms) is shorter than maxAge plus twice the 60 s clock-skew allowance ' +
+          "(420000 ms): a captured delivery could be replayed after its id is forgotten, by a receiver whose clock is " +
+          "behind the one that handled it; make it at least that long",
       ),
     );
   });

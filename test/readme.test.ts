@@ -2,6 +2,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
+import { entries as packageEntries } from "../entries.js";
 import { anchors, brokenLinks, githubSlug, relativeLinks } from "./support/markdown.js";
 
 const root = resolve(import.meta.dirname, "..");
@@ -15,22 +16,8 @@ const pages: [string, string][] = [
     .map((name) => `docs/${name}`),
 ].map((path) => [path, readFileSync(resolve(root, path), "utf8")]);
 const allDocs = pages.map(([, text]) => text).join("\n");
-const entries = [
-  "src/index.ts",
-  "src/adapters/express.ts",
-  "src/adapters/koa.ts",
-  "src/adapters/fetch.ts",
-  "src/testing/index.ts",
-  "src/emulator/index.ts",
-  "src/adapters/fastify.ts",
-  "src/adapters/hono.ts",
-  "src/adapters/lambda.ts",
-  "src/queues/bullmq.ts",
-  "src/stores/dynamodb.ts",
-  "src/cloudflare.ts",
-  "src/stores/postgres/inbox.ts",
-  "src/otel/index.ts",
-];
+/** Every entry's source file (entries.ts). */
+const entries = packageEntries.map((entry) => entry.source);
 
 /** Names an entry exports, values and types, read from its source. */
 function exportedNames(file: string): string[] {

@@ -253,7 +253,7 @@ describe("kit events with the delivery guarantees", () => {
     const handler = webhookHandler({
       secret: "kit-secret",
       maxAge: "1m",
-      dedupe: { store: new MemoryDedupeStore(), ttl: "2m" },
+      dedupe: { store: new MemoryDedupeStore(), ttl: "3m" },
       onEvent: (event) => void seen.push(event.id),
     });
     const event = createEvent("flag.updated");

@@ -2,8 +2,10 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { WebhookEvent } from "../events.js";
 import { nodeBody } from "../node/body-source.js";
 import { sendAnswer } from "../node/respond.js";
-import { settleOnAnswer } from "../node/settle-on-answer.js";
-import { type Accepted, type Answer, createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
+import { watchAnswer } from "../node/watch-answer.js";
+import type { HandlerOptions } from "../receiver/options.js";
+import type { Accepted, Answer, Delivery } from "../receiver/protocol.js";
+import { createReceiver } from "../receiver/receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 
 declare global {
@@ -39,8 +41,8 @@ const FIX =
  * With `onEvent`, it runs it and answers itself: 204 (or the reply `onEvent` returns, or what it
  * wrote to `res`), 500 `handler_error` if it throws. Without `onEvent`, it puts the typed event
  * on `req.webhookEvent` and calls `next()`; with `dedupe`, the claim stands until the route ends its
- * answer, whatever the client does meanwhile: a 2xx marks the event handled, any other status
- * (or `res.destroy()`) releases it. A refused delivery is answered with its status and
+ * answer, whatever the client does meanwhile: a 2xx marks the event handled, and leaves once the
+ * store has it; any other status (or `res.destroy()`) releases it. A refused delivery is answered with its status and
  * `{ "error": { "code", "message" } }`. It reads the raw body itself, so mount it before
  * `express.json()`; it also takes the bytes left by `express.raw()` or in `req.rawBody`.
  *
@@ -60,11 +62,13 @@ export function webhookMiddleware<
   Req extends IncomingMessage = IncomingMessage,
   Res extends ServerResponse = ServerResponse,
 >(options: ExpressWebhookOptions<Req, Res>): (req: Req, res: Res, next: (error?: unknown) => void) => Promise<void> {
-  // The route after us, or onEvent, is the handler: the claim is settled with the answer Node
-  // actually sends, once it is ended, whatever the client does meanwhile.
+  // The route after us, or onEvent, is the handler: the delivery is settled with the answer Node
+  // actually sends, whatever the client does meanwhile. Without onEvent that answer is also the
+  // only sign the route finished.
+  const endsHandler = options?.onEvent === undefined;
   const receiver = createReceiver<[Req, Res]>(options, {
     answered: (_req, res) => res.headersSent,
-    watch: (accepted, _req, res) => settleOnAnswer(res, accepted),
+    watch: (accepted, _req, res) => watchAnswer(res, accepted, endsHandler),
   });
 
   return function flagWebhooksExpress(req, res, next) {
@@ -104,8 +108,7 @@ function passOn(
     return Promise.resolve();
   }
   (req as WebhookRequest).webhookEvent = accepted.event;
-  if (accepted.run) accepted.run(next);
-  else next();
+  accepted.run(next);
   return Promise.resolve();
 }
 

@@ -1,8 +1,10 @@
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { WebhookEvent } from "../events.js";
 import { nodeBody } from "../node/body-source.js";
-import { settleOnAnswer } from "../node/settle-on-answer.js";
-import { type Answer, createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
+import { watchAnswer } from "../node/watch-answer.js";
+import type { HandlerOptions } from "../receiver/options.js";
+import type { Answer, Delivery } from "../receiver/protocol.js";
+import { createReceiver } from "../receiver/receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 
 declare module "fastify" {
@@ -78,7 +80,7 @@ export const webhookPlugin: FastifyPluginAsync<FastifyWebhookOptions> = Object.a
       {
         answered: (_request, reply) => reply.sent,
         // Settled with what Node sends on reply.raw, once it is ended: also for a hijacked reply.
-        watch: (accepted, _request, reply) => settleOnAnswer(reply.raw, accepted),
+        watch: (accepted, _request, reply) => watchAnswer(reply.raw, accepted, false),
       },
     );
 

@@ -1,5 +1,7 @@
 import type { WebhookEvent } from "../events.js";
-import { createReceiver, type Delivery, type HandlerOptions, type ReceiverOptions } from "../receiver.js";
+import type { HandlerOptions, ReceiverOptions } from "../receiver/options.js";
+import type { Delivery } from "../receiver/protocol.js";
+import { createReceiver } from "../receiver/receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 import { readRequestBody } from "../web/read-body.js";
 import { handledResponse, responseStatus } from "../web/respond.js";

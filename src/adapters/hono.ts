@@ -1,7 +1,9 @@
 import type { Context, Env, MiddlewareHandler } from "hono";
 import type { WebhookEvent } from "../events.js";
 import type { Payload } from "../payload.js";
-import { createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
+import type { HandlerOptions } from "../receiver/options.js";
+import type { Delivery } from "../receiver/protocol.js";
+import { createReceiver } from "../receiver/receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 import { readRequestBody } from "../web/read-body.js";
 import { handledResponse, responseStatus, toResponse } from "../web/respond.js";
@@ -71,14 +73,19 @@ export function webhookMiddleware<E extends Env = {}>(options: HonoWebhookOption
     if (!("event" in accepted)) return toResponse(accepted);
     c.set("webhookEvent", accepted.event);
     try {
-      await (accepted.run ? accepted.run(next) : next());
+      await accepted.run(next);
     } catch (error) {
-      await accepted.settle(undefined, error);
+      accepted.finished(error === undefined ? new Error("the handler after webhookMiddleware threw undefined") : error);
+      await accepted.answered(undefined);
       throw error;
     }
     // Hono catches what a handler throws, answers through app.onError, and keeps it on c.error; a
     // route that returned no Response leaves the context unfinalized, and Hono answers 500.
-    await accepted.settle(c.error === undefined && c.finalized ? c.res.status : undefined, c.error);
+    accepted.finished(c.error);
+    const instead = await accepted.answered(c.error === undefined && c.finalized ? c.res.status : undefined);
+    // The route's 2xx could not be recorded (or it failed after answering): the receiver's answer
+    // goes out in its place.
+    if (instead) c.res = toResponse(instead);
   };
 }
 

@@ -1,8 +1,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { WebhookEvent } from "../events.js";
 import { nodeBody } from "../node/body-source.js";
-import { settleOnAnswer } from "../node/settle-on-answer.js";
-import { type Accepted, type Answer, createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
+import { watchAnswer } from "../node/watch-answer.js";
+import type { HandlerOptions } from "../receiver/options.js";
+import type { Accepted, Answer, Delivery } from "../receiver/protocol.js";
+import { createReceiver } from "../receiver/receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 
 /** The part of a Koa context the middleware uses, so Koa-style frameworks fit as well. */
@@ -62,14 +64,15 @@ const UNPARSED = Symbol.for("unparsedBody");
 export function webhookMiddleware<Ctx extends KoaLikeContext = KoaLikeContext>(
   options: KoaWebhookOptions<Ctx>,
 ): (ctx: Ctx, next: () => Promise<unknown>) => Promise<void> {
-  // Koa writes the answer after the whole chain returned: the claim is settled with what it
-  // actually sends (its own 500 for a body it cannot send included), whatever the client does.
+  // Koa writes the answer after the whole chain returned: the delivery is settled with what it
+  // actually sends (its own 500 for a body it cannot send included), whatever the client does,
+  // once the handler (onEvent, or the middleware after us) has finished.
   const claimed = new WeakMap<ServerResponse, Accepted>();
   const receiver = createReceiver<[Ctx]>(options, {
     answered: (ctx) => ctx.body != null || ctx.status !== 404,
     watch(accepted, ctx) {
       claimed.set(ctx.res, accepted);
-      settleOnAnswer(ctx.res, accepted);
+      watchAnswer(ctx.res, accepted, false);
     },
   });
 
@@ -87,12 +90,15 @@ export function webhookMiddleware<Ctx extends KoaLikeContext = KoaLikeContext>(
     }
     ctx.state.webhookEvent = accepted.event;
     try {
-      await (accepted.run ? accepted.run(next) : next());
+      await accepted.run(next);
     } catch (error) {
-      accepted.fail?.(error);
+      accepted.finished(
+        error === undefined ? new Error("the middleware after webhookMiddleware threw undefined") : error,
+      );
       settleIfUnwritten(ctx, undefined);
       throw error;
     }
+    accepted.finished();
     settleIfUnwritten(ctx, ctx.status);
   };
 
@@ -103,7 +109,7 @@ export function webhookMiddleware<Ctx extends KoaLikeContext = KoaLikeContext>(
   function settleIfUnwritten(ctx: KoaLikeContext, status: number | undefined): void {
     const socket = ctx.res.socket;
     if (ctx.respond !== false && !ctx.res.writableEnded && socket && !socket.writable) {
-      void claimed.get(ctx.res)?.settle(status);
+      void claimed.get(ctx.res)?.answered(status);
     }
   }
 }

@@ -1,8 +1,9 @@
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import type { Payload } from "../payload.js";
-import { type Answer, createReceiver, type Delivery, type HandlerOptions } from "../receiver.js";
-import { proxyResultStatus } from "../result-status.js";
+import type { HandlerOptions } from "../receiver/options.js";
+import type { Answer, Delivery } from "../receiver/protocol.js";
+import { createReceiver } from "../receiver/receiver.js";
 import { SIGNATURE_HEADER } from "../signature.js";
 
 // Structural types of the events and results, so the package needs no runtime dependency and no
@@ -97,8 +98,6 @@ export function webhookHandler<
 
   return async function flagWebhooksLambda(event, context) {
     const answer = await receiver.handle(deliveryOf(event), event, context);
-    // Stryker disable next-line ConditionalExpression,ObjectLiteral,BooleanLiteral: dead guard, handle() gives undefined only through an `answered` hook, which this adapter has not
-    if (answer === undefined) return toResult({ status: 204, headers: {}, body: null, close: false });
     return "native" in answer ? (answer.native as LambdaProxyResult) : toResult(answer);
   };
 }
@@ -166,4 +165,23 @@ function bodyOf(body: unknown, base64: boolean): Payload {
 function toResult(answer: Answer): LambdaProxyResult {
   // `close` has no meaning here: API Gateway owns the connection.
   return { statusCode: answer.status, headers: answer.headers, body: answer.body ?? "", isBase64Encoded: false };
+}
+
+/** The status of a proxy result `onEvent` built itself: a plain object with a whole statusCode. */
+export function proxyResultStatus(value: unknown): number | undefined {
+  if (
+    typeof value !== "object" ||
+    value === null ||
+    Object.getPrototypeOf(value) !== Object.prototype ||
+    !("statusCode" in value)
+  ) {
+    return undefined;
+  }
+  const { statusCode, body } = value as { statusCode: unknown; body?: unknown };
+  // API Gateway reads a three-digit string too (AWS's own blueprints send one), but a body that is
+  // not a string is its 502: such a result is a handler failure, never a 2xx that marks it done.
+  const status = typeof statusCode === "string" && /^\d{3}$/.test(statusCode) ? Number(statusCode) : statusCode;
+  return Number.isInteger(status) && (body === undefined || body === null || typeof body === "string")
+    ? (status as number)
+    : Number.NaN;
 }

@@ -1,5 +1,5 @@
 import type { ServerResponse } from "node:http";
-import type { Answer } from "../receiver.js";
+import type { Answer } from "../receiver/protocol.js";
 
 /** Writes the core's answer with Node's own response API, so it serves any Node stack. */
 export function sendAnswer(res: ServerResponse, answer: Answer): void {

@@ -10,7 +10,6 @@ import {
   type MeterProvider,
   metrics,
   ProxyTracerProvider,
-  propagation,
   type Span,
   SpanKind,
   SpanStatusCode,
@@ -19,6 +18,7 @@ import {
 } from "@opentelemetry/api";
 import type { WebhookEvent } from "../events.js";
 import type { DeliveryTelemetry, QueueTelemetry, StoreOperation, Telemetry } from "../telemetry.js";
+import { extractContext, injectContext } from "./trace-context.js";
 
 /** Options of {@link openTelemetry}. */
 export interface OpenTelemetryOptions {
@@ -156,14 +156,10 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetry
       } satisfies DeliveryTelemetry;
     },
 
-    inject() {
-      const carrier: Record<string, string> = {};
-      propagation.inject(context.active(), carrier);
-      return carrier;
-    },
+    inject: () => injectContext(context.active()),
 
     process(carrier, job, handler) {
-      const parent: Context = carrier ? propagation.extract(context.active(), carrier) : context.active();
+      const parent: Context = carrier ? extractContext(context.active(), carrier) : context.active();
       const span = tracer.startSpan(
         PROCESS,
         {

@@ -4,11 +4,13 @@
 import type { ConnectionOptions, Job, JobsOptions, Queue, WorkerOptions } from "bullmq";
 import { UnrecoverableError, Worker } from "bullmq";
 import { WebhookError } from "../errors.js";
-import { validateParsedEvent, type WebhookEvent } from "../events.js";
-import type { WebhookReply } from "../receiver.js";
+import type { WebhookEvent } from "../events.js";
+import type { WebhookReply } from "../receiver/options.js";
+import type { Secret } from "../signature.js";
 import { checkScope } from "../stores/keys.js";
 import type { QueueTelemetry } from "../telemetry.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
+import { checkKey, checkKeys, readMessage, writeMessage } from "./message.js";
 import { isQueueTelemetry, processTraced, withTraceContext } from "./trace.js";
 
 /** The queue {@link enqueueTo} adds jobs to: a BullMQ `Queue` (any data type). */
@@ -48,6 +50,13 @@ export interface EnqueueOptions {
    * event. {@link processEvents} with the same option continues the trace.
    */
   telemetry?: QueueTelemetry;
+  /**
+   * A key of the app's own (not the webhook secret) to sign each job with: the job's data gets
+   * the HMAC-SHA256 of the event's JSON under this key, so {@link processEvents} with the same key
+   * in `verifyWith` runs only jobs this receiver added. Default: none, jobs are not signed, and
+   * anyone who can write to the Redis can add events the workers will run.
+   */
+  signWith?: string;
 }
 
 /** The job options {@link enqueueTo} sets unless the queue or the caller sets them. */
@@ -110,10 +119,12 @@ export function enqueueTo(
   const { jobId: _ignored, ...job } = (options.job ?? {}) as JobsOptions;
   const jobOptions: JobsOptions = { ...DEFAULT_JOB_OPTIONS, ...queue.defaultJobOptions, ...job };
   const { telemetry } = options;
+  const key = checkKey(options.signWith, "enqueueTo");
 
   return async function enqueueEvent(event) {
     const opts: JobsOptions = { ...jobOptions, jobId: eventJobId(event.id, scope) };
-    const added = queue.add(event.type, event, telemetry ? withTraceContext(telemetry, opts) : opts);
+    const data = await writeMessage(event, key);
+    const added = queue.add(event.type, data, telemetry ? withTraceContext(telemetry, opts) : opts);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const expired = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`Redis did not acknowledge the job within ${timeout} ms`)), timeout);
@@ -150,6 +161,14 @@ export interface ProcessEventsOptions extends Omit<WorkerOptions, "telemetry"> {
    * BullMQ's own telemetry (`bullmq-otel`) is passed on to the Worker as before.
    */
   telemetry?: QueueTelemetry | WorkerOptions["telemetry"];
+  /**
+   * The key {@link enqueueTo} signs with (`signWith`), or a list of keys while rotating (newest
+   * first): each job must carry a signature made with one of them. A job without a valid one
+   * never reaches `onEvent`: it fails at once, without retries, and stays in the queue's failed
+   * set with the reason (`job 42 is not signed by our receiver: …`; `worker.on("failed")` sees
+   * it). Default: none, any job that holds a valid event is run, whoever added it.
+   */
+  verifyWith?: Secret;
 }
 
 /**
@@ -172,7 +191,7 @@ export interface ProcessEventsOptions extends Omit<WorkerOptions, "telemetry"> {
  * ```
  */
 export function processEvents(options: ProcessEventsOptions): Worker<WebhookEvent> {
-  const { queue, onEvent, telemetry, ...rest } = options ?? ({} as ProcessEventsOptions);
+  const { queue, onEvent, telemetry, verifyWith, ...rest } = options ?? ({} as ProcessEventsOptions);
   const traced = isQueueTelemetry(telemetry) ? telemetry : undefined;
   const workerOptions: WorkerOptions =
     traced || telemetry === undefined ? rest : { ...rest, telemetry: telemetry as WorkerOptions["telemetry"] };
@@ -180,41 +199,30 @@ export function processEvents(options: ProcessEventsOptions): Worker<WebhookEven
     throw new TypeError('flag-webhooks: option "queue" must be the name of the BullMQ queue');
   }
   if (typeof onEvent !== "function") throw new TypeError('flag-webhooks: option "onEvent" must be a function');
+  const keys = checkKeys(verifyWith, "processEvents");
   return new Worker<WebhookEvent>(
     queue,
     async function processEvent(job) {
       // Only enqueueTo should feed this queue, but anything may add a job to it: its data is
-      // validated by the receiver's own parser, and an invalid job fails at once, not retried.
-      const event = jobEvent(job);
-      return traced ? processTraced(traced, job, async () => onEvent(event, job)) : onEvent(event, job);
+      // validated by the receiver's own parser (and its signature checked, with verifyWith), and
+      // a job refused fails at once, not retried.
+      const event = await jobEvent(job, keys);
+      return traced ? processTraced(traced, job, event, async () => onEvent(event, job)) : onEvent(event, job);
     },
     workerOptions,
   );
 }
 
 /**
- * The event a job holds, validated with the same rules as a delivery's body (`parseEvent`);
- * throws `UnrecoverableError` naming the field at fault otherwise.
+ * The event a job holds, read as every hand-off reads its messages ({@link readMessage});
+ * throws `UnrecoverableError` with the reason otherwise.
  */
-function jobEvent(job: Job<unknown>): WebhookEvent {
-  let data = job.data as Record<string, unknown> | null;
+async function jobEvent(job: Job<unknown>, keys: Secret | undefined): Promise<WebhookEvent> {
   try {
-    // The receiver turned an event type it does not know into "unknown", keeping the service's in
-    // originalType: check it as the service sent it, so it comes out the same again.
-    const unknownType = data?.type === "unknown";
-    if (unknownType) {
-      if (typeof data?.originalType !== "string")
-        throw new WebhookError("invalid_payload", "originalType must be a string");
-      data = { ...data, type: data.originalType };
-    }
-    const event = validateParsedEvent(data);
-    if (unknownType && event.type !== "unknown") {
-      throw new WebhookError("invalid_payload", `type is "unknown" but originalType is the known type "${event.type}"`);
-    }
-    return event;
+    return await readMessage(job.data, keys);
   } catch (error) {
-    throw new UnrecoverableError(
-      `job ${job.id} does not hold a valid flag-webhooks event: ${(error as Error).message}`,
-    );
+    const refused = error instanceof WebhookError && error.code === "invalid_signature";
+    const what = refused ? "is not signed by our receiver" : "does not hold a valid flag-webhooks event";
+    throw new UnrecoverableError(`job ${job.id} ${what}: ${(error as Error).message}`);
   }
 }

@@ -2,10 +2,11 @@
 // event, and a consumer Worker runs each event, validated again, with per-message ack and retry.
 
 import { WebhookError } from "../errors.js";
-import { parseEvent, type WebhookEvent } from "../events.js";
-import type { Payload } from "../payload.js";
-import type { WebhookReply } from "../receiver.js";
+import { parseJsonBody, type WebhookEvent } from "../events.js";
+import type { WebhookReply } from "../receiver/options.js";
+import type { Secret } from "../signature.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
+import { checkKey, checkKeys, readMessage, writeMessage } from "./message.js";
 
 /** The part of a Queue producer binding (`env.FLAG_EVENTS`) {@link enqueueTo} uses. */
 export interface EventQueue {
@@ -35,6 +36,13 @@ export interface EnqueueOptions {
    * (a timer waits no longer), else a `TypeError`.
    */
   timeout?: number | string;
+  /**
+   * A key of the app's own (not the webhook secret) to sign each message with: the message gets
+   * the HMAC-SHA256 of the event's JSON under this key, so {@link consumeEvents} with the same key
+   * in `verifyWith` hands on only messages this receiver sent. Default: none, messages are not
+   * signed, and any producer bound to the queue can send events the consumer will run.
+   */
+  signWith?: string;
 }
 
 const ACCEPTED: WebhookReply = { status: 202 };
@@ -66,13 +74,15 @@ export function enqueueTo(
     throw new TypeError("flag-webhooks: enqueueTo(queue) needs a Queue producer binding");
   }
   const timeout = options.timeout === undefined ? 3000 : parseDuration(options.timeout, "timeout", TIMER_MAX);
+  const key = checkKey(options.signWith, "enqueueTo");
 
   return async function enqueueEvent(event) {
+    const body = await writeMessage(event, key);
     let timer: ReturnType<typeof setTimeout> | undefined;
     let sent: Promise<unknown> | undefined;
     try {
       // Stryker disable next-line ObjectLiteral: equivalent: the event is JSON data, which the runtime's default (v8) carries alike; json lets the dashboard preview it.
-      sent = queue.send(event, { contentType: "json" });
+      sent = queue.send(body, { contentType: "json" });
       const expired = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`the queue did not accept the event within ${timeout} ms`)), timeout);
       });
@@ -102,13 +112,22 @@ export interface ConsumeEventsOptions<Env = unknown> {
    * retried). Default: `console.error` with the message id and the error, never the body.
    */
   onError?: (error: unknown, message: EventMessage) => void;
+  /**
+   * The key {@link enqueueTo} signs with (`signWith`), or a list of keys while rotating (newest
+   * first): each message must carry a signature made with one of them. A message without a valid
+   * one never reaches `onEvent`: it is acked (a retry cannot sign it) and reported to `onError` as
+   * a `WebhookError` `invalid_signature`. Default: none, any message that holds a valid event is
+   * handed on, whoever sent it.
+   */
+  verifyWith?: Secret;
 }
 
 /**
  * A Workers `queue(batch, env, ctx)` handler for the queue {@link enqueueTo} feeds. Each message,
  * in batch order, one at a time, is validated with the same parser as the receiver
- * (`parseEvent`), then handed to `onEvent`: acked when it resolves, retried when it throws. A
- * message that is not a valid event is acked and reported to `onError`, not retried for ever.
+ * (`parseEvent`; with `verifyWith`, its signature is checked first), then handed to `onEvent`:
+ * acked when it resolves, retried when it throws. A message that is not a valid event, or not
+ * signed with a `verifyWith` key, is acked and reported to `onError`, not retried for ever.
  * Delivery is at least once (a retried batch, a consumer that crashed after the handler ran):
  * make the handler idempotent, by `event.id`.
  *
@@ -124,15 +143,16 @@ export interface ConsumeEventsOptions<Env = unknown> {
 export function consumeEvents<Env = unknown>(
   options: ConsumeEventsOptions<Env>,
 ): (batch: EventBatch, env: Env, ctx: unknown) => Promise<void> {
-  const { onEvent, onError = report } = options ?? ({} as ConsumeEventsOptions<Env>);
+  const { onEvent, onError = report, verifyWith } = options ?? ({} as ConsumeEventsOptions<Env>);
   if (typeof onEvent !== "function") throw new TypeError('flag-webhooks: option "onEvent" must be a function');
   if (typeof onError !== "function") throw new TypeError('flag-webhooks: option "onError" must be a function');
+  const keys = checkKeys(verifyWith, "consumeEvents");
 
   return async function queue(batch, env, ctx) {
     for (const message of batch.messages) {
       let event: WebhookEvent;
       try {
-        event = eventOf(message.body);
+        event = await readMessage(dataOf(message.body), keys);
       } catch (error) {
         message.ack();
         tell(onError, error, message);
@@ -149,19 +169,11 @@ export function consumeEvents<Env = unknown>(
   };
 }
 
-/** The event in a message body: JSON text or bytes as they are, anything else as JSON. */
-function eventOf(body: unknown): WebhookEvent {
-  try {
-    const payload =
-      typeof body === "string" || body instanceof ArrayBuffer || ArrayBuffer.isView(body)
-        ? (body as Payload)
-        : JSON.stringify(body);
-    if (payload === undefined) throw new TypeError("the message has no body");
-    return parseEvent(payload);
-  } catch (cause) {
-    if (cause instanceof WebhookError) throw cause;
-    throw new WebhookError("invalid_payload", "the message does not hold an event", { cause });
-  }
+/** A message body as JSON data: JSON text or bytes (the `text` and `bytes` content types) parsed. */
+function dataOf(body: unknown): unknown {
+  return typeof body === "string" || body instanceof ArrayBuffer || ArrayBuffer.isView(body)
+    ? parseJsonBody(body)
+    : body;
 }
 
 function tell(onError: (error: unknown, message: EventMessage) => void, error: unknown, message: EventMessage): void {

@@ -16,15 +16,19 @@ export function withTraceContext(telemetry: QueueTelemetry, options: JobsOptions
   return { ...options, telemetry: { ...options.telemetry, metadata: JSON.stringify(carrier) } };
 }
 
-/** Runs a job's handler in the span that continues the trace its job carries (retries included). */
+/**
+ * Runs a job's handler in the span that continues the trace its job carries (retries included),
+ * told the event read from the job (its data may hold more than the event: a signature).
+ */
 export function processTraced<T>(
   telemetry: QueueTelemetry,
-  job: Job<WebhookEvent>,
+  job: Job<unknown>,
+  event: WebhookEvent,
   handler: () => Promise<T>,
 ): Promise<T> {
   return telemetry.process(
     carrierOf(job.opts?.telemetry?.metadata),
-    { event: job.data, id: job.id, attempt: job.attemptsMade + 1 },
+    { event, id: job.id, attempt: job.attemptsMade + 1 },
     handler,
   );
 }

@@ -1,4 +1,4 @@
-// flag-webhooks/dynamodb: a dedupe store on DynamoDB, for receivers on AWS Lambda (issue 19).
+// flag-webhooks/dynamodb: a dedupe store on DynamoDB, for receivers on AWS Lambda.
 // @aws-sdk/client-dynamodb is this entry's optional peer: the core and the other entries never
 // import it; here only three command classes are needed at run time, sent on the user's client.
 import {
@@ -10,7 +10,7 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
 import type { ClaimResult, DedupeStore } from "./contract.js";
-import { checkScope, scopedKey } from "./keys.js";
+import { checkScope, claimToken, scopedKey } from "./keys.js";
 
 /**
  * The dedupe table, in the words CloudFormation (`AWS::DynamoDB::Table` properties, so SAM too)
@@ -61,21 +61,23 @@ export interface DynamoDBDedupeStoreOptions {
 
 const CLAIMED = "claimed";
 const DONE = "done";
-// DynamoDB's partition key holds at most 2048 bytes; longer ids are hashed (scope.ts).
-const MAX_KEY_BYTES = 1024;
 // Reserved words (STATE, TOKEN…) cannot appear in expressions as they are: every name goes through #.
-const NAMES = { "#pk": "pk", "#state": "state", "#token": "token", "#expiresAtMs": "expiresAtMs" };
+const NAMES = { "#pk": "pk", "#state": "state", "#token": "token", "#claim": "claim", "#expiresAtMs": "expiresAtMs" };
 
 /**
  * A dedupe store on a DynamoDB table ({@link dedupeTable}), shared by every receiver (Lambda
  * function instances, containers) that uses the same table and `scope`. Strongly consistent per
  * id: a claim is one conditional `PutItem` (written only if the id is absent or its lease or ttl
  * ran out), so of two instances that get the same delivery at the same moment one runs the
- * handler. A delivery costs two requests (claim, then `PutItem` done); a duplicate costs one (the
- * failed condition returns the item that holds the id); a failed handler's release is one
- * `DeleteItem` conditioned on this store's token, so it never frees another instance's claim nor
- * undoes a completed id. Items carry `expiresAt` (epoch seconds) for DynamoDB's TTL, and the store
- * treats an item past its expiry as absent itself, since TTL deletion lags.
+ * handler. Each claim also carries a token of its own, which the condition lets through: when the
+ * answer to that write is lost and the SDK sends it again, the store finds its own claim and
+ * takes it, rather than answering in flight until the lease runs out. Keys are `scope#id`, a long
+ * or unusual id hashed (`scope##<sha256>`, see docs/delivery.md). A delivery costs two requests
+ * (claim, then `PutItem` done); a duplicate costs one (the failed condition returns the item that
+ * holds the id); a failed handler's release is one `DeleteItem` conditioned on this store's token,
+ * so it never frees another instance's claim nor undoes a completed id. Items carry `expiresAt`
+ * (epoch seconds) for DynamoDB's TTL, and the store treats an item past its expiry as absent
+ * itself, since TTL deletion lags.
  *
  * @example
  * ```ts
@@ -100,7 +102,7 @@ export class DynamoDBDedupeStore implements DedupeStore {
   // The value of this store's claims: release() deletes an item only while it holds this token,
   // so it never frees another instance's claim (as RedisDedupeStore). Per store, not per claim:
   // within one process the receiver releases a claim only while its lease lasts.
-  readonly #token = `claim.${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+  readonly #token = claimToken();
 
   constructor(client: DynamoDBClient, options: DynamoDBDedupeStoreOptions) {
     if (typeof (client as { send?: unknown } | undefined)?.send !== "function") {
@@ -118,6 +120,8 @@ export class DynamoDBDedupeStore implements DedupeStore {
 
   async claim(id: string, lease: number): Promise<ClaimResult> {
     const pk = await this.#key(id);
+    // This claim's own: a write the SDK sends again (its answer lost) finds it and goes through.
+    const claim = claimToken();
     // Two tries: where the failure does not return the item, the read that replaces it may find
     // it already gone (released, or lapsed); the claim is then tried once more, and a second miss
     // answers in_flight (the sender retries).
@@ -127,10 +131,14 @@ export class DynamoDBDedupeStore implements DedupeStore {
         await this.#client.send(
           new PutItemCommand({
             TableName: this.#table,
-            Item: item(pk, CLAIMED, now + lease, this.#token),
-            ConditionExpression: "attribute_not_exists(#pk) OR #expiresAtMs <= :now",
-            ExpressionAttributeNames: { "#pk": NAMES["#pk"], "#expiresAtMs": NAMES["#expiresAtMs"] },
-            ExpressionAttributeValues: { ":now": { N: String(now) } },
+            Item: item(pk, CLAIMED, now + lease, { token: { S: this.#token }, claim: { S: claim } }),
+            ConditionExpression: "attribute_not_exists(#pk) OR #expiresAtMs <= :now OR #claim = :claim",
+            ExpressionAttributeNames: {
+              "#pk": NAMES["#pk"],
+              "#expiresAtMs": NAMES["#expiresAtMs"],
+              "#claim": NAMES["#claim"],
+            },
+            ExpressionAttributeValues: { ":now": { N: String(now) }, ":claim": { S: claim } },
             ReturnValuesOnConditionCheckFailure: "ALL_OLD",
           }),
           this.#bounded(),
@@ -181,24 +189,33 @@ export class DynamoDBDedupeStore implements DedupeStore {
   }
 
   #key(id: string): Promise<string> {
-    return scopedKey(this.#scope, id, MAX_KEY_BYTES);
+    return scopedKey(this.#scope, id);
   }
 
   // Every request is bounded: a Lambda waiting on an unreachable endpoint would otherwise sit in
-  // the SDK's retries until the function's own timeout.
+  // the SDK's retries until the function's own timeout. A signal rather than withTimeout: the SDK
+  // takes it, and aborting ends the request and its retries rather than leaving them running.
   #bounded(): { abortSignal: AbortSignal } {
     return { abortSignal: AbortSignal.timeout(this.#timeout) };
   }
 }
 
-/** The item of an id: its state and expiry (ms for the store, epoch seconds for DynamoDB's TTL). */
-function item(pk: string, state: string, expiresAtMs: number, token?: string): Record<string, AttributeValue> {
+/**
+ * The item of an id: its state and expiry (ms for the store, epoch seconds for DynamoDB's TTL),
+ * and a claim's tokens (the store's and the claim's own).
+ */
+function item(
+  pk: string,
+  state: string,
+  expiresAtMs: number,
+  tokens?: Record<string, AttributeValue>,
+): Record<string, AttributeValue> {
   return {
     pk: { S: pk },
     state: { S: state },
     expiresAt: { N: String(Math.ceil(expiresAtMs / 1000)) },
     expiresAtMs: { N: String(Math.ceil(expiresAtMs)) },
-    ...(token === undefined ? {} : { token: { S: token } }),
+    ...tokens,
   };
 }
 

@@ -1,7 +1,8 @@
 import { WebhookError } from "../errors.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
+import { withTimeout } from "../util/timeout.js";
 import type { ClaimResult, DedupeStore } from "./contract.js";
-import { checkScope } from "./keys.js";
+import { checkScope, claimToken, storedId } from "./keys.js";
 
 /**
  * The part of a Redis client the store uses: ioredis (v5, v6) has `call`, node-redis (v4 and
@@ -40,7 +41,8 @@ const RELEASE = 'if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call
 
 /**
  * A dedupe store on Redis, shared by every receiver instance that uses the same server, prefix
- * and `scope`. Keys are `<prefix><scope>:<event id>`. A claim is one atomic
+ * and `scope`. Keys are `<prefix><scope>:<event id>`, the id as every store keeps it (a long or
+ * unusual id is hashed: `<prefix><scope>:#<sha256>`, see docs/delivery.md). A claim is one atomic
  * `SET key token NX PX lease GET`: of two instances that get the same delivery at the same
  * moment, one runs the handler. Marking it done is one `SET key done PX ttl`; a duplicate costs
  * the one claim. Every call rejects with `WebhookError("store_unavailable")` after `timeout`.
@@ -62,7 +64,7 @@ export class RedisDedupeStore implements DedupeStore {
   // The value of this store's claims: release() deletes a key only while it holds this value, so
   // it never frees another instance's claim. Per store, not per claim, so nothing is kept per id;
   // within one process the receiver releases a claim only while its lease lasts.
-  readonly #token = `claim.${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+  readonly #token = claimToken();
 
   constructor(client: RedisClientLike, options: RedisDedupeStoreOptions) {
     if (client && typeof (client as { call?: unknown }).call === "function") {
@@ -80,7 +82,8 @@ export class RedisDedupeStore implements DedupeStore {
   }
 
   async claim(id: string, lease: number): Promise<ClaimResult> {
-    const previous = await this.#call(["SET", this.#prefix + id, this.#token, "PX", ms(lease), "NX", "GET"], (late) => {
+    const key = await this.#key(id);
+    const previous = await this.#call(["SET", key, this.#token, "PX", ms(lease), "NX", "GET"], (late) => {
       // A claim that lands after the caller was told it failed holds the id for nobody: free it,
       // so the retry is not kept waiting for the lease.
       if (late === null || late === undefined) void this.release(id).catch(() => {});
@@ -90,34 +93,30 @@ export class RedisDedupeStore implements DedupeStore {
   }
 
   async complete(id: string, ttl: number): Promise<void> {
-    await this.#call(["SET", this.#prefix + id, DONE, "PX", ms(ttl)]);
+    await this.#call(["SET", await this.#key(id), DONE, "PX", ms(ttl)]);
   }
 
   async release(id: string): Promise<void> {
-    await this.#call(["EVAL", RELEASE, "1", this.#prefix + id, this.#token]);
+    await this.#call(["EVAL", RELEASE, "1", await this.#key(id), this.#token]);
   }
 
-  /** One command, bounded by the timeout; `late` gets its result if it arrives after that. */
+  async #key(id: string): Promise<string> {
+    return this.#prefix + (await storedId(id));
+  }
+
+  /**
+   * One command, bounded by the timeout; `late` gets its result if it arrives after that. The
+   * client's own error (a lost connection, a refused command) rejects as it is; one that comes
+   * after the timeout changes nothing.
+   */
   async #call(args: string[], late?: (result: unknown) => void): Promise<unknown> {
-    const sent = this.#send(args); // async: a client that throws rejects instead
-    return new Promise((resolve, reject) => {
-      let expired = false;
-      const timer = setTimeout(() => {
-        expired = true;
-        reject(new WebhookError("store_unavailable", `Redis did not answer within ${this.#timeout} ms`));
-      }, this.#timeout);
-      sent.then(
-        (result) => {
-          clearTimeout(timer);
-          if (expired) late?.(result);
-          else resolve(result);
-        },
-        (error) => {
-          clearTimeout(timer);
-          if (!expired) reject(error); // the client's own error (a lost connection, a refused command)
-        },
-      );
-    });
+    const sent = this.#send(args); // in an async function: a client that throws rejects instead
+    return withTimeout(
+      sent,
+      this.#timeout,
+      () => new WebhookError("store_unavailable", `Redis did not answer within ${this.#timeout} ms`),
+      late,
+    );
   }
 }
 

@@ -13,9 +13,10 @@ export function isThenable(value: unknown): value is PromiseLike<unknown> {
 /**
  * Goes on with `next` now when `value` is already there, or once it resolves; `fail` takes what
  * `value` rejects with, or what reading it threw. Lets a pipeline stay synchronous, and take no
- * promise of its own, for as long as every step it runs is.
+ * promise of its own, for as long as every step it runs is. (Not named `then`: a module exporting
+ * `then` is itself a thenable, which `await import()` would call.)
  */
-export function then<T, R>(
+export function andThen<T, R>(
   value: T | PromiseLike<T>,
   next: (value: T) => R,
   fail: (error: unknown) => R,

@@ -1,4 +1,4 @@
-import type { Answer, NativeReply } from "../receiver.js";
+import type { Answer, NativeReply } from "../receiver/protocol.js";
 
 /** The core's answer as a fetch Response, for every adapter built on fetch's Request/Response. */
 export function toResponse(answer: Answer): Response {
@@ -9,10 +9,7 @@ export function toResponse(answer: Answer): Response {
 }
 
 /** What `receiver.handle` gave, as the Response to return: the handler's own, or the core's. */
-export function handledResponse(answer: Answer | NativeReply | undefined): Response {
-  // No `answered` hook on the web adapters: undefined never comes, but answer something if it did.
-  // Stryker disable next-line ConditionalExpression,ObjectLiteral: dead guard, as the comment above says (no `answered` hook)
-  if (answer === undefined) return new Response(null, { status: 204 });
+export function handledResponse(answer: Answer | NativeReply): Response {
   return "native" in answer ? (answer.native as Response) : toResponse(answer);
 }
 

@@ -1,23 +1,20 @@
 import { resolve } from "node:path";
 import { build, type Plugin } from "esbuild";
+import { entries, specifier } from "../../entries.js";
 
 // Bundles the Cloudflare test fixtures (test/fixtures/cloudflare/) from src/ as wrangler would,
 // for the tests that run them in workerd through miniflare.
 
 const root = resolve(import.meta.dirname, "../..");
 
-/** `flag-webhooks/*` resolved to src/, as vitest.config.ts maps it for the other examples. */
+/** `flag-webhooks/*` resolved to its source (entries.ts), as vitest.config.ts maps it for the other examples. */
 const fromSource: Plugin = {
   name: "flag-webhooks-from-source",
   setup(b) {
-    const entries: Record<string, string> = {
-      "flag-webhooks": "src/index.ts",
-      "flag-webhooks/fetch": "src/adapters/fetch.ts",
-      "flag-webhooks/cloudflare": "src/cloudflare.ts",
-    };
+    const sources = new Map(entries.map((entry) => [specifier(entry), entry.source]));
     b.onResolve({ filter: /^flag-webhooks(\/|$)/ }, (args) => {
-      const file = entries[args.path];
-      return file ? { path: resolve(root, file) } : { errors: [{ text: `no source mapping for ${args.path}` }] };
+      const file = sources.get(args.path);
+      return file ? { path: resolve(root, file) } : { errors: [{ text: `${args.path} is no entry of entries.ts` }] };
     });
   },
 };

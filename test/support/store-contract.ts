@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DedupeStore } from "../../src/index.js";
@@ -97,6 +97,39 @@ export function describeStoreContract(
         expect(await s.store.claim(event, LEASE)).toBe("in_flight");
         await sleep(LEASE + 50);
         expect(await (s.peer ?? s.store).claim(event, 10_000)).toBe("claimed");
+      });
+
+      it("ids of every form are keys of their own, each handled once: long, with NUL, ill-formed, spelled like a hash", async () => {
+        const base = newId();
+        // Over every backend's key limit (DynamoDB 2048 bytes, Postgres's btree row ~2.7 KB).
+        const long = `${base}${"é".repeat(3000)}`;
+        const ids: [label: string, id: string][] = [
+          ["a long id", long],
+          ["another long id", `${long}x`],
+          // The form a long id is stored under, sent as an id of its own.
+          ["# and the long id's SHA-256", `#${createHash("sha256").update(long).digest("hex")}`],
+          ["# and a short id", `#${base}`],
+          // U+0000: Postgres text cannot hold it; C strings end at it.
+          ["an id with NUL", `${base}\u0000x`],
+          ["another id with NUL", `${base}\u0000y`],
+          ["the short id", base],
+          // Lone surrogates: UTF-8 writes each of them as U+FFFD, so a client that encodes the id as
+          // it is makes them one key.
+          ["a lone high surrogate", `${base}\ud800`],
+          ["another lone high surrogate", `${base}\udbff`],
+          ["U+FFFD", `${base}\ufffd`],
+          ["a long id and a lone low surrogate", `${long}\udc00`],
+          ["a long id and a lone high surrogate", `${long}\ud800`],
+        ];
+        for (const [label, id] of ids) expect(await s.store.claim(id, 10_000), label).toBe("claimed");
+        for (const [label, id] of ids) expect(await (s.peer ?? s.store).claim(id, 10_000), label).toBe("in_flight");
+        for (const [, id] of ids) await s.store.complete(id, 10_000);
+        for (const [label, id] of ids) expect(await (s.peer ?? s.store).claim(id, 10_000), label).toBe("done");
+        // A release finds the claim under the same key as the claim did.
+        const released = `${long}\u0000r`;
+        expect(await s.store.claim(released, 10_000)).toBe("claimed");
+        await s.store.release(released);
+        expect(await (s.peer ?? s.store).claim(released, 10_000)).toBe("claimed");
       });
 
       // A store shared by no other instance has no other claim to leave alone; within one store the

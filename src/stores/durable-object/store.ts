@@ -1,5 +1,5 @@
 import type { ClaimResult, DedupeStore } from "../contract.js";
-import { checkScope, scopedKey } from "../keys.js";
+import { checkScope, claimToken, scopedKey } from "../keys.js";
 import type { DedupeCommand } from "./object.js";
 
 /**
@@ -28,15 +28,13 @@ export interface DurableObjectDedupeStoreOptions {
   shards?: number;
 }
 
-// Durable Object storage keys hold at most 2048 bytes; longer ids are hashed (scope.ts).
-const MAX_KEY_BYTES = 1024;
-
 /**
  * A dedupe store on Durable Objects (`DedupeObject`), for receivers on Cloudflare Workers:
  * every Worker, in every location, that uses the same namespace and `scope` shares one set of
  * ids. Strongly consistent per id: each id lives in exactly one object, which runs one request
  * at a time over its transactional storage. The ids are sharded over `shards` objects by hash, so
- * no single object carries every delivery. A delivery costs two requests to the object (claim,
+ * no single object carries every delivery. Keys are `scope#id`, a long or unusual id hashed
+ * (`scope##<sha256>`, see docs/delivery.md). A delivery costs two requests to the object (claim,
  * complete), a duplicate one; a release deletes only this store's claim.
  *
  * @example
@@ -59,7 +57,7 @@ export class DurableObjectDedupeStore implements DedupeStore {
   readonly #scope: string;
   readonly #shards: number;
   // As RedisDedupeStore's: release() frees only a claim this store made.
-  readonly #token = `claim.${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+  readonly #token = claimToken();
 
   constructor(namespace: DedupeNamespace, options: DurableObjectDedupeStoreOptions) {
     if (typeof namespace?.idFromName !== "function" || typeof namespace.get !== "function") {
@@ -94,7 +92,7 @@ export class DurableObjectDedupeStore implements DedupeStore {
   }
 
   async #send(op: DedupeCommand["op"], id: string, ms: number): Promise<unknown> {
-    const key = await scopedKey(this.#scope, id, MAX_KEY_BYTES);
+    const key = await scopedKey(this.#scope, id);
     const stub = this.#namespace.get(this.#namespace.idFromName(this.#objectName(key)) as never);
     const command: DedupeCommand = { op, key, ms: Math.ceil(ms), token: this.#token };
     const response = await stub.fetch("https://dedupe-object/", { method: "POST", body: JSON.stringify(command) });

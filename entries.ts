@@ -1,0 +1,258 @@
+// The package's entry points, in one list: package.json (exports, typesVersions, bin, peers),
+// tsconfig.test.json (paths), tsup.config.ts (the build), vitest.config.ts (the aliases that map
+// `flag-webhooks/...` to src/ in tests), the size test (size.test.ts: the budgets) and the test
+// support that bundles Workers from src/ are all made from it. To add an entry, add it here and run
+// `npm run entries` (it rewrites the package.json and tsconfig.test.json fields);
+// test/package/entries.test.ts fails, naming that command, while anything disagrees.
+//
+// Size budgets. Each figure is an application's bundle of the built entry (esbuild from dist/,
+// minified, gzipped), its `external` packages aside. Every budget follows one rule:
+//   budget = what it measured when last set + 5%, rounded up to the next multiple of 64 B
+// (`budgetFor` below). When a change outgrows a budget on purpose, measure again
+// (`npx tsup && npx vitest run size.test` prints each figure) and write the new
+// `measured`; the budget follows. Each budget says what it protects: the cost a user pays.
+
+/** A module users import: `flag-webhooks` itself or `flag-webhooks/<name>`. */
+export interface Entry {
+  /** The subpath users import ("." for `flag-webhooks` itself); also its files' name in dist/. */
+  readonly name: string;
+  /** Its source file, from the repository's root. */
+  readonly source: string;
+  /**
+   * Its optional peer packages and the versions it supports: a user installs one only to use this
+   * entry, and nothing else in the package ever loads it.
+   */
+  readonly peers?: Readonly<Record<string, string>>;
+  /**
+   * The packages it imports at run time, which a bundle must leave to the user's copy (each one of
+   * its peers). All else it bundles is its own code: no other package, ever.
+   */
+  readonly external?: readonly string[];
+  /** The runtime it needs: Web APIs only (the default: Node, Bun, Deno, Workers), or Node itself. */
+  readonly platform?: "neutral" | "node";
+  /** What its size budgets protect; or, for an entry that never reaches a user's bundle, why none. */
+  readonly size: readonly Budget[] | { readonly unbudgeted: string };
+}
+
+/** A size budget: one bundle of an entry, measured as an application's bundler would make it. */
+export interface Budget {
+  /** The cost it keeps down, in the words of the user who pays it. */
+  readonly protects: string;
+  /** What is measured: the whole bundle, or what it adds to an app that already has the core. */
+  readonly measure: "bundle" | "on top of the core";
+  /** Only these exports, tree-shaken (an app that imports just them); all of them when absent. */
+  readonly names?: readonly string[];
+  /** Bytes gzipped when the budget was last set; the budget is `budgetFor(measured)`. */
+  readonly measured: number;
+}
+
+/** The command-line tool (package.json "bin"), built apart from the library: a Node executable. */
+export interface Command {
+  /** The command users run. */
+  readonly name: string;
+  /** Its source file, from the repository's root. */
+  readonly source: string;
+  /** Its file in dist/ (without `.js`). */
+  readonly file: string;
+}
+
+/** Every module of the package, in the order the build lists them. */
+export const entries: readonly Entry[] = [
+  {
+    name: ".",
+    source: "src/index.ts",
+    size: [
+      {
+        protects:
+          "a server that only verifies deliveries pays for the signature, the event parser and the replay window, not the receiver",
+        measure: "bundle",
+        names: ["verifyEvent"],
+        measured: 3313,
+      },
+      {
+        protects: "an app pays once for the whole core (receiver, router, memory and Redis stores), whatever its host",
+        measure: "bundle",
+        measured: 4693,
+      },
+    ],
+  },
+  {
+    name: "express",
+    source: "src/adapters/express.ts",
+    peers: { express: ">=4.17" },
+    size: [
+      {
+        protects: "an Express app pays for the adapter on top of the core",
+        measure: "on top of the core",
+        measured: 2684,
+      },
+    ],
+  },
+  {
+    name: "koa",
+    source: "src/adapters/koa.ts",
+    peers: { koa: ">=2.13" },
+    size: [
+      { protects: "a Koa app pays for the adapter on top of the core", measure: "on top of the core", measured: 2715 },
+    ],
+  },
+  {
+    name: "fetch",
+    source: "src/adapters/fetch.ts",
+    size: [
+      {
+        protects: "a Worker, Deno or Bun server pays for the fetch adapter on top of the core",
+        measure: "on top of the core",
+        measured: 2181,
+      },
+    ],
+  },
+  {
+    name: "fastify",
+    source: "src/adapters/fastify.ts",
+    peers: { fastify: ">=5" },
+    size: [
+      {
+        protects: "a Fastify app pays for the plugin on top of the core",
+        measure: "on top of the core",
+        measured: 2884,
+      },
+    ],
+  },
+  {
+    name: "hono",
+    source: "src/adapters/hono.ts",
+    peers: { hono: ">=4" },
+    size: [
+      {
+        protects: "a Hono app pays for the middleware on top of the core",
+        measure: "on top of the core",
+        measured: 2373,
+      },
+    ],
+  },
+  {
+    name: "lambda",
+    source: "src/adapters/lambda.ts",
+    size: [
+      {
+        protects: "a Lambda function pays for the handler on top of the core",
+        measure: "on top of the core",
+        measured: 2372,
+      },
+    ],
+  },
+  {
+    name: "bullmq",
+    source: "src/queues/bullmq.ts",
+    peers: { bullmq: ">=5" },
+    external: ["bullmq"],
+    size: [
+      {
+        protects:
+          "an app that hands events to BullMQ pays for the hand-off and what it takes from the core, BullMQ aside",
+        measure: "bundle",
+        measured: 2563,
+      },
+    ],
+  },
+  {
+    name: "dynamodb",
+    source: "src/stores/dynamodb.ts",
+    peers: { "@aws-sdk/client-dynamodb": ">=3.400" },
+    external: ["@aws-sdk/client-dynamodb"],
+    size: [
+      {
+        protects: "a Lambda function with the DynamoDB store pays for the store and its table, the AWS SDK aside",
+        measure: "bundle",
+        measured: 1686,
+      },
+    ],
+  },
+  {
+    name: "cloudflare",
+    source: "src/cloudflare.ts",
+    size: [
+      {
+        protects: "a Worker pays for the Durable Object store and its object",
+        measure: "bundle",
+        names: ["DedupeObject", "DurableObjectDedupeStore"],
+        measured: 1605,
+      },
+      {
+        protects:
+          "a Worker that hands events to Cloudflare Queues pays for the hand-off, its consumer's event parser included",
+        measure: "bundle",
+        names: ["enqueueTo", "consumeEvents"],
+        measured: 2677,
+      },
+    ],
+  },
+  {
+    name: "postgres",
+    source: "src/stores/postgres/index.ts",
+    // Recognises a client by its shape: it imports neither package, so neither is external.
+    peers: { pg: ">=8", postgres: ">=3.4" },
+    size: [
+      {
+        protects:
+          "an app with the Postgres inbox pays for its SQL, four kinds of client and the transaction, no driver",
+        measure: "bundle",
+        measured: 3578,
+      },
+    ],
+  },
+  {
+    name: "otel",
+    source: "src/otel/index.ts",
+    peers: { "@opentelemetry/api": "^1.7.0" },
+    external: ["@opentelemetry/api"],
+    size: [
+      {
+        protects: "an app with OpenTelemetry pays for spans and metrics, @opentelemetry/api aside",
+        measure: "bundle",
+        measured: 1312,
+      },
+    ],
+  },
+  {
+    name: "testing",
+    source: "src/testing/index.ts",
+    size: { unbudgeted: "a test kit: it runs in the user's tests, never in what they deploy" },
+  },
+  {
+    name: "emulator",
+    source: "src/emulator/index.ts",
+    platform: "node",
+    size: { unbudgeted: "a local server for development, never in what a user deploys" },
+  },
+];
+
+/** The `flag-webhooks` command. */
+export const command: Command = { name: "flag-webhooks", source: "src/cli/bin.ts", file: "cli" };
+
+/** The budget rule: what was measured + 5%, rounded up to the next multiple of 64 B. */
+export function budgetFor(measured: number): number {
+  // In whole numbers: 105/100 in floating point could push an exact multiple of 64 to the next one.
+  return Math.ceil((measured * 105) / (100 * 64)) * 64;
+}
+
+/** An entry's size budgets: none for an unbudgeted one. */
+export function budgetsOf(entry: Entry): readonly Budget[] {
+  return "unbudgeted" in entry.size ? [] : entry.size;
+}
+
+/** The entry's files in dist/, without extension: `index` for the package itself, else its name. */
+export function distName(entry: Entry): string {
+  return entry.name === "." ? "index" : entry.name;
+}
+
+/** The specifier users import it by: `flag-webhooks` or `flag-webhooks/<name>`. */
+export function specifier(entry: Entry): string {
+  return entry.name === "." ? "flag-webhooks" : `flag-webhooks/${entry.name}`;
+}
+
+/** The build's entry map (tsup `entry`): each entry's dist name to its source. */
+export function buildEntries(): Record<string, string> {
+  return Object.fromEntries(entries.map((entry) => [distName(entry), entry.source]));
+}

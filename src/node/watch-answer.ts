@@ -1,0 +1,197 @@
+import type { ServerResponse } from "node:http";
+import { isSuccess } from "../receiver/answers.js";
+import type { Accepted, Answer } from "../receiver/protocol.js";
+
+type Args = unknown[];
+
+/**
+ * Watches the answer Node sends on `res` for one accepted delivery, whoever writes it (the core,
+ * the handler, the framework's error handler) and whenever (after the middleware returned: Koa,
+ * a hijacked Fastify reply), and tells the receiver its status once it is final: when `end()` is
+ * called, when the answer is cut with `res.destroy()`, or when the connection closes after the
+ * answer began. A client that hangs up before anything was written changes nothing: the handler
+ * still works, and its claim must stand until it answers.
+ *
+ * While the delivery holds a claim, or a store that holds its effects, a 2xx answer is held back
+ * (its head, writes and end kept in memory, the response looking sent to the code that wrote it)
+ * until the receiver has decided and the store has recorded the event; then it is written as it
+ * was, or replaced by the answer the receiver gives instead (a 503 when the commit failed, the
+ * error's answer when the handler threw after it). Any other answer leaves at once.
+ *
+ * @param endsHandler whether the answer is also the only sign the handler finished (Express's
+ *   route after the middleware), rather than something the adapter reports itself.
+ */
+export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler: boolean): void {
+  const watch = new AnswerWatch(res, accepted, endsHandler);
+  res.writeHead = function writeHead(this: ServerResponse, ...args: Args) {
+    return watch.writeHead(this, args);
+  } as ServerResponse["writeHead"];
+  res.write = function write(this: ServerResponse, ...args: Args) {
+    return watch.write(this, args);
+  } as ServerResponse["write"];
+  res.end = function end(this: ServerResponse, ...args: Args) {
+    return watch.end(this, args);
+  } as ServerResponse["end"];
+  res.destroy = function destroy(this: ServerResponse, error?: Error) {
+    return watch.destroy(this, error);
+  };
+  res.once("close", watch.closed);
+}
+
+class AnswerWatch {
+  readonly #res: ServerResponse;
+  readonly #accepted: Accepted;
+  readonly #endsHandler: boolean;
+  readonly #original: Pick<ServerResponse, "writeHead" | "write" | "end" | "destroy">;
+  /** The status of the head, once fixed (written, or held). */
+  #fixed: number | undefined;
+  /** A 2xx answer is being held. */
+  #holding = false;
+  #head: Args | undefined;
+  readonly #writes: Args[] = [];
+  /** The answer was reported to the receiver. */
+  #over = false;
+
+  constructor(res: ServerResponse, accepted: Accepted, endsHandler: boolean) {
+    this.#res = res;
+    this.#accepted = accepted;
+    this.#endsHandler = endsHandler;
+    const { writeHead, write, end, destroy } = res;
+    this.#original = { writeHead, write, end, destroy };
+  }
+
+  writeHead(res: ServerResponse, args: Args): ServerResponse {
+    if (this.#holding) throw headersSent();
+    if (!this.#over && this.#fixed === undefined && Number.isInteger(args[0]) && this.#holds(args[0])) {
+      this.#hold(args[0] as number);
+      this.#head = args;
+      return res;
+    }
+    const result = (this.#original.writeHead as (...args: Args) => ServerResponse).apply(res, args);
+    this.#fixed ??= res.statusCode;
+    return result;
+  }
+
+  write(res: ServerResponse, args: Args): boolean {
+    const begins = !this.#holding && this.#begins();
+    if (!this.#holding && !begins) return (this.#original.write as (...args: Args) => boolean).apply(res, args);
+    // A chunk Node refuses throws before anything is held, as Node throws before it writes.
+    checkChunk(args[0]);
+    if (begins) this.#hold(res.statusCode);
+    this.#writes.push(args);
+    return true;
+  }
+
+  end(res: ServerResponse, args: Args): ServerResponse {
+    if (this.#over) return (this.#original.end as (...args: Args) => ServerResponse).apply(res, args);
+    if (!this.#holding && this.#begins()) {
+      checkChunk(args[0]);
+      this.#hold(res.statusCode);
+    }
+    if (!this.#holding) {
+      // An end that throws (a body Node refuses) sent nothing: the answer the error handler writes
+      // next is the one that counts, so the watch stays until an end returns.
+      const result = (this.#original.end as (...args: Args) => ServerResponse).apply(res, args);
+      this.#over = true;
+      this.#restore();
+      void this.#report(this.#fixed ?? res.statusCode);
+      return result;
+    }
+    checkChunk(args[0]);
+    this.#over = true;
+    looks(res, "writableEnded");
+    void this.#report(this.#fixed).then((instead) => this.#release(args, instead));
+    return res;
+  }
+
+  destroy(res: ServerResponse, error?: Error): ServerResponse {
+    if (!this.#over) {
+      this.#over = true;
+      this.#restore();
+      void this.#report(undefined, error);
+    }
+    return this.#original.destroy.call(res, error);
+  }
+
+  /**
+   * The connection closed after the answer began but before it ended (Express's final handler
+   * cuts the socket of a route that failed mid-answer): that answer is cut.
+   */
+  readonly closed = (): void => {
+    if (this.#over || (!this.#holding && !this.#res.headersSent)) return;
+    this.#over = true;
+    this.#restore();
+    void this.#report(undefined);
+  };
+
+  /** Whether a 2xx answer begins now, to be held: nothing written yet, and something to record. */
+  #begins(): boolean {
+    return !this.#over && this.#fixed === undefined && !this.#res.headersSent && this.#holds(this.#res.statusCode);
+  }
+
+  #holds(status: unknown): boolean {
+    return isSuccess(status as number) && this.#accepted.holdsAnswer();
+  }
+
+  #hold(status: number): void {
+    this.#holding = true;
+    this.#fixed = status;
+    looks(this.#res, "headersSent");
+  }
+
+  #report(status: number | undefined, error?: unknown): Promise<Answer | undefined> {
+    if (this.#endsHandler) this.#accepted.finished(error);
+    return this.#accepted.answered(status);
+  }
+
+  #restore(): void {
+    const res = this.#res;
+    Object.assign(res, this.#original);
+    res.off("close", this.closed);
+    delete (res as { headersSent?: boolean }).headersSent;
+    delete (res as { writableEnded?: boolean }).writableEnded;
+  }
+
+  /** Writes the held answer as it was, or the receiver's answer in its place. */
+  #release(endArgs: Args, instead: Answer | undefined): void {
+    const res = this.#res;
+    this.#restore();
+    if (res.destroyed) return;
+    try {
+      if (instead) {
+        res.statusCode = instead.status;
+        for (const name of res.getHeaderNames()) res.removeHeader(name);
+        for (const [name, value] of Object.entries(instead.headers)) res.setHeader(name, value);
+        if (instead.close) res.setHeader("connection", "close");
+        res.end(instead.body ?? undefined);
+        return;
+      }
+      if (this.#head) res.writeHead(...(this.#head as Parameters<ServerResponse["writeHead"]>));
+      else res.statusCode = this.#fixed as number;
+      for (const args of this.#writes) (res.write as (...args: Args) => boolean)(...args);
+      (res.end as (...args: Args) => ServerResponse)(...endArgs);
+    } catch (error) {
+      res.destroy(error as Error);
+    }
+  }
+}
+
+/** Makes `res` read as Node reads a response whose head (or end) went out, while it is held. */
+function looks(res: ServerResponse, property: "headersSent" | "writableEnded"): void {
+  Object.defineProperty(res, property, { configurable: true, get: () => true });
+}
+
+/** Node's own refusal of a chunk, thrown where Node would throw it, since a held call reaches Node later. */
+function checkChunk(chunk: unknown): void {
+  if (chunk == null || typeof chunk === "string" || typeof chunk === "function" || chunk instanceof Uint8Array) return;
+  throw Object.assign(
+    new TypeError('The "chunk" argument must be of type string or an instance of Buffer or Uint8Array'),
+    { code: "ERR_INVALID_ARG_TYPE" },
+  );
+}
+
+function headersSent(): Error {
+  return Object.assign(new Error("Cannot write headers after they are sent to the client"), {
+    code: "ERR_HTTP_HEADERS_SENT",
+  });
+}

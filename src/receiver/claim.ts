@@ -1,0 +1,131 @@
+// Dedupe by event id against a DedupeStore: claim the id before the handler runs, then mark it
+// handled or release it once the receiver has decided. Every store call is bounded by
+// `dedupe.timeout`; the store's failures are reported, never thrown at the handler.
+import { WebhookError } from "../errors.js";
+import type { ClaimResult } from "../stores/contract.js";
+import type { DeliveryTelemetry } from "../telemetry.js";
+import { withTimeout } from "../util/timeout.js";
+import type { DedupeSettings } from "./options.js";
+import type { Reporter } from "./report.js";
+
+/** A claimed event id, to settle once. Neither method rejects. */
+export interface Claim {
+  /** Marks the id handled for `ttl`, retrying a failing store within `dedupe.timeout`. */
+  complete(): Promise<void>;
+  /** Frees the id so the sender's retry runs the handler, unless the claim's lease has lapsed. */
+  release(): Promise<void>;
+}
+
+/** How a claim went: the claim to settle, a duplicate, a refusal, or `undefined` to run without one (fail open). */
+export type ClaimOutcome = Claim | "duplicate" | WebhookError | undefined;
+
+/**
+ * Claims `id` for one delivery: a claim when it was free, `"duplicate"` when it was handled
+ * within its ttl, `409 delivery_in_progress` while another delivery holds it, and
+ * `503 store_unavailable` when the store fails or is slower than `timeout` (or `undefined`, to
+ * run the handler without dedupe, with `failOpen`).
+ */
+export async function claimEvent(
+  id: string,
+  dedupe: DedupeSettings,
+  reporter: Reporter,
+  record: DeliveryTelemetry | undefined,
+): Promise<ClaimOutcome> {
+  const { store, inFlightTtl, timeout } = dedupe;
+  // When the lease began, at the latest: once it has run out, the id may be another delivery's.
+  const claimedAt = performance.now();
+  let result: ClaimResult;
+  try {
+    // A claim that lands after we gave up must not block the sender's retry for a lease.
+    result = await withTimeout(
+      store.claim(id, inFlightTtl),
+      timeout,
+      () => slow(timeout),
+      (late) => {
+        if (late === "claimed") void quietly(() => store.release(id), timeout, reporter);
+      },
+    );
+    // Anything else would turn dedupe off without a word: a store that answers it is broken.
+    if (result !== "claimed" && result !== "in_flight" && result !== "done") {
+      throw new TypeError(
+        `flag-webhooks: the dedupe store's claim() answered ${typeof result === "string" ? JSON.stringify(result) : String(result)}, not "claimed", "in_flight" or "done"`,
+      );
+    }
+  } catch (cause) {
+    record?.store("claim", since(claimedAt));
+    reporter.report(cause);
+    if (dedupe.failOpen) return undefined;
+    return new WebhookError("store_unavailable", "the dedupe store is unavailable; retry later", { cause });
+  }
+  record?.store("claim", since(claimedAt));
+  if (result === "done") return "duplicate";
+  if (result === "in_flight") {
+    return new WebhookError("delivery_in_progress", `event ${id} is being handled by another delivery; retry later`);
+  }
+  return {
+    complete: () => persist(() => store.complete(id, dedupe.ttl), timeout, reporter, record),
+    release() {
+      // A failure after the lease ran out releases nothing: the claim has lapsed, and the id may
+      // now be held by a copy that arrived meanwhile, whose claim must stand.
+      // Stryker disable next-line EqualityOperator: equivalent: a lease ending at the very instant the clock is read ends either now or a moment later.
+      if (performance.now() - claimedAt >= inFlightTtl) return Promise.resolve();
+      return quietly(() => store.release(id), timeout, reporter, record);
+    },
+  };
+}
+
+/** Runs a store operation whose failure must not change the answer (it is reported instead). */
+async function quietly(
+  operation: () => unknown,
+  timeout: number,
+  reporter: Reporter,
+  record?: DeliveryTelemetry,
+): Promise<void> {
+  const began = record ? performance.now() : 0;
+  try {
+    await withTimeout(operation(), timeout, () => slow(timeout));
+  } catch (error) {
+    reporter.report(error);
+  }
+  record?.store("release", since(began));
+}
+
+/**
+ * Marks a handled id done, retrying a failed or slow store within `budget` ms (Redis restarting
+ * mid-handler, say): the handler ran, so giving up leaves the id claimed until its lease ends,
+ * and a copy delivered after that would run it again. What still fails is reported.
+ */
+async function persist(
+  operation: () => unknown,
+  budget: number,
+  reporter: Reporter,
+  record?: DeliveryTelemetry,
+): Promise<void> {
+  const began = performance.now();
+  const deadline = began + budget;
+  for (let attempt = 0; ; attempt++) {
+    const left = deadline - performance.now();
+    try {
+      await withTimeout(operation(), Math.max(1, left), () => slow(budget));
+      record?.store("complete", since(began));
+      return;
+    } catch (error) {
+      const pause = Math.min(25 * 2 ** attempt, 250);
+      if (deadline - performance.now() <= pause) {
+        record?.store("complete", since(began));
+        reporter.report(error);
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+  }
+}
+
+function slow(ms: number): Error {
+  return new Error(`the dedupe store did not answer within ${ms} ms`);
+}
+
+/** Seconds since a `performance.now()` reading, as telemetry reports durations. */
+export function since(began: number): number {
+  return (performance.now() - began) / 1000;
+}

@@ -1,0 +1,64 @@
+// How a store that holds a handler's effects (a transactional inbox) takes part in the receiver's
+// one decision of "handled". The inbox runs the handler inside its transaction, but does not
+// commit when the handler returns: it enlists the transaction in the delivery, and the receiver
+// commits it once the final answer is known to be 2xx (and before that 2xx leaves), or rolls it
+// back. Small and free of the rest of the receiver, so a store's entry bundles only this.
+import type { WebhookEvent } from "../events.js";
+
+/** A store's part in one delivery: the event id and the handler's effects, made durable or undone once. */
+export interface Enlisted {
+  /** Makes them durable; rejects when they are not (then the answer is `503 store_unavailable`). */
+  commit(): Promise<void>;
+  /** Undoes them, so the sender's retry runs the handler again. Never rejects. */
+  rollback(): Promise<void>;
+  /** How long the store remembers the id once committed, in ms: checked against `maxAge`. */
+  retention: number;
+}
+
+/** A delivery a receiver is settling, as a store sees it. */
+export interface Participation {
+  /** Takes `unit` into the delivery's decision: false when the delivery is already decided. */
+  enlist(unit: Enlisted): boolean;
+}
+
+// One registry per process, shared by every copy of this module (the ES module and CommonJS
+// builds, or two installed versions), so a store from one copy finds a receiver from another.
+const KEY = Symbol.for("flag-webhooks.deliveries");
+const shared = globalThis as { [KEY]?: WeakMap<WebhookEvent, Participation> };
+shared[KEY] ??= new WeakMap();
+const registry = shared[KEY];
+
+/** The receiver's side: `event` is being delivered, and `participation` takes what stores enlist. */
+export function deliver(event: WebhookEvent, participation: Participation): void {
+  registry.set(event, participation);
+}
+
+/**
+ * A store's side: puts `unit` in the receiver's decision for `event`. True when a receiver is
+ * delivering `event`: it will commit or roll back `unit` itself. False when none is (a queue
+ * worker or a test calling the handler directly): the store then decides alone, committing when
+ * the handler resolves.
+ */
+export function enlist(event: WebhookEvent, unit: Enlisted): boolean {
+  return registry.get(event)?.enlist(unit) === true;
+}
+
+const RETENTION = Symbol.for("flag-webhooks.retention");
+
+/**
+ * Marks an `onEvent` made by a store (`inbox.handle(fn)`) with how long the store remembers ids,
+ * so a receiver given it checks that against `maxAge` when it is made.
+ */
+export function withRetention<Handler extends (...args: never[]) => unknown>(
+  handler: Handler,
+  retention: number,
+): Handler {
+  Object.defineProperty(handler, RETENTION, { value: retention });
+  return handler;
+}
+
+/** The retention a store's `onEvent` carries, if it is one. */
+export function retentionOf(onEvent: unknown): number | undefined {
+  const retention = (onEvent as { [RETENTION]?: unknown } | undefined)?.[RETENTION];
+  return typeof retention === "number" ? retention : undefined;
+}

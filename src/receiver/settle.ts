@@ -1,0 +1,175 @@
+// The one decision of "handled", for every adapter and every store. A delivery is handled when
+// its handler finished without throwing and its final answer is 2xx. Then the stores record it
+// (a store that holds the handler's effects commits them) before that 2xx may leave; if such a
+// store cannot, the answer becomes 503 and nothing is recorded. Anything else undoes the claim,
+// and never while the handler still runs: the receiver waits for both the handler and the answer.
+import { checkRetention } from "../delivery/replay-window.js";
+import { WebhookError } from "../errors.js";
+import type { WebhookEvent } from "../events.js";
+import type { DeliveryTelemetry } from "../telemetry.js";
+import { errorResponse, isSuccess } from "./answers.js";
+import { type Claim, since } from "./claim.js";
+import { deliver, type Enlisted, type Participation } from "./enlist.js";
+import type { Accepted, Answer } from "./protocol.js";
+import type { Reporter } from "./report.js";
+
+/** What a settlement needs to know of its delivery. */
+export interface SettlementParts {
+  /** The dedupe store's claim on the event id, if any. */
+  claim: Claim | undefined;
+  record: DeliveryTelemetry | undefined;
+  reporter: Reporter;
+  /** The replay window, to check the retention of a store that enlists. */
+  maxAge: number | undefined;
+  /**
+   * For an adapter that watches its answer on the wire: starts watching, if it is not already
+   * (a store enlisted, so a 2xx must now wait for its commit).
+   */
+  watch: ((accepted: Accepted) => void) | undefined;
+  /** Whether the adapter already watches this delivery's answer. */
+  watched: boolean;
+}
+
+/** An accepted delivery as the receiver settles it: the adapter's view, and the receiver's own. */
+export interface Settlement extends Accepted {
+  /** The handler's result was a store's duplicate answer: recorded as such, not as handled. */
+  duplicate(): void;
+}
+
+/** The settlement of one accepted delivery; stores enlist in it while its handler runs. */
+export function settlement(event: WebhookEvent, parts: SettlementParts): Settlement {
+  const delivery = new DeliverySettlement(event, parts);
+  deliver(event, delivery);
+  return delivery;
+}
+
+class DeliverySettlement implements Settlement, Participation {
+  readonly run: <T>(handler: () => T) => T;
+  readonly #parts: SettlementParts;
+  readonly #began: number;
+  readonly #units: Enlisted[] = [];
+  #watched: boolean;
+  #done = false;
+  #threw = false;
+  #thrown: unknown;
+  #final = false;
+  #status: number | undefined;
+  #duplicate = false;
+  #decided = false;
+  #verdict: Promise<Answer | undefined> | undefined;
+  #resolve: (instead: Answer | undefined) => void = noop;
+
+  constructor(
+    readonly event: WebhookEvent,
+    parts: SettlementParts,
+  ) {
+    this.#parts = parts;
+    this.#watched = parts.watched;
+    const { record } = parts;
+    this.#began = record ? performance.now() : 0;
+    this.run = record ? (handler) => record.run(handler) : runDirectly;
+  }
+
+  holdsAnswer(): boolean {
+    return this.#parts.claim !== undefined || this.#units.length > 0;
+  }
+
+  finished(error?: unknown): void {
+    if (this.#done) return;
+    this.#done = true;
+    if (error !== undefined) {
+      this.#threw = true;
+      this.#thrown = error;
+    }
+    this.#parts.record?.handler(since(this.#began), this.#thrown);
+    this.#decide();
+  }
+
+  answered(status: number | undefined): Promise<Answer | undefined> {
+    if (!this.#final) {
+      this.#final = true;
+      this.#status = status;
+      this.#verdict = new Promise((resolve) => {
+        this.#resolve = resolve;
+      });
+      this.#decide();
+    }
+    return this.#verdict as Promise<Answer | undefined>;
+  }
+
+  duplicate(): void {
+    this.#duplicate = true;
+  }
+
+  enlist(unit: Enlisted): boolean {
+    // Once the answer is final, a unit can no longer be part of the decision: the store decides alone.
+    if (this.#decided || this.#final) return false;
+    checkRetention(unit.retention, this.#parts.maxAge, "the inbox's retention");
+    this.#units.push(unit);
+    if (!this.#watched && this.#parts.watch) {
+      this.#watched = true;
+      this.#parts.watch(this);
+    }
+    return true;
+  }
+
+  #decide(): void {
+    if (!this.#done || !this.#final || this.#decided) return;
+    this.#decided = true;
+    void this.#conclude().then(this.#resolve, (error: unknown) => {
+      // Every step below reports its own failures; this is the net under a bug.
+      this.#parts.reporter.report(error);
+      this.#resolve(undefined);
+    });
+  }
+
+  async #conclude(): Promise<Answer | undefined> {
+    const { claim, record, reporter } = this.#parts;
+    const status = this.#status;
+    if (!this.#threw && isSuccess(status)) {
+      for (const [index, unit] of this.#units.entries()) {
+        try {
+          await unit.commit();
+        } catch (cause) {
+          reporter.report(cause);
+          await this.#undo(this.#units.slice(index + 1));
+          const error = new WebhookError("store_unavailable", "the store did not record the event; retry later", {
+            cause,
+          });
+          record?.end(error.code, error.status);
+          return errorResponse(error);
+        }
+      }
+      await claim?.complete();
+      record?.end(this.#duplicate ? "duplicate" : "handled", status);
+      return undefined;
+    }
+    await this.#undo(this.#units);
+    // A handler that threw after it began a 2xx answer (held until now) gets the answer of its
+    // error instead: a 2xx must never leave for an event that was not handled.
+    const instead = this.#threw && isSuccess(status) ? errorResponse(this.#thrown) : undefined;
+    const known = this.#thrown instanceof WebhookError ? this.#thrown : undefined;
+    record?.end(
+      known?.code ?? "handler_error",
+      instead?.status ?? status ?? known?.status ?? (this.#threw ? 500 : undefined),
+    );
+    return instead;
+  }
+
+  async #undo(units: Enlisted[]): Promise<void> {
+    for (const unit of units) {
+      try {
+        await unit.rollback();
+      } catch (error) {
+        this.#parts.reporter.report(error);
+      }
+    }
+    await this.#parts.claim?.release();
+  }
+}
+
+function runDirectly<T>(handler: () => T): T {
+  return handler();
+}
+
+function noop(): void {}

@@ -1,0 +1,274 @@
+// The inbox's view of a Postgres client: statements on their own, and a transaction it can hold
+// open while the receiver decides whether to commit. Each client the inbox takes (a `pg` Pool or
+// Client, postgres.js, an InboxClient) is recognised by its shape; none is imported.
+import type { InboxClient, InboxRow } from "./types.js";
+
+/** A transaction held open on one connection until the inbox commits or rolls it back. */
+export interface OpenTransaction {
+  /** What the handler gets as `tx`. */
+  readonly tx: unknown;
+  /** One statement inside the transaction. */
+  query(text: string, params: readonly unknown[]): Promise<readonly InboxRow[]>;
+  /**
+   * Runs `check` (a statement that fails unless this is still the transaction that began, and
+   * not aborted) in the transaction, then COMMIT. Rejects when the transaction did not commit.
+   */
+  commit(check: string): Promise<void>;
+  /** Rolls back. Never rejects: a connection that cannot roll back is dropped. */
+  rollback(): Promise<void>;
+  /** Gives up on the transaction at once (past the inbox's timeout): Postgres rolls it back. */
+  abort(): void;
+  /** Whether the connection was lost under the transaction: then what failed is the store, not the handler. */
+  lost(): boolean;
+}
+
+/** A client, as the inbox uses it. */
+export interface Driver {
+  /** One statement outside any transaction. */
+  query(text: string, params: readonly unknown[]): Promise<readonly InboxRow[]>;
+  /** A connection of its own, and BEGIN on it. */
+  begin(): Promise<OpenTransaction>;
+}
+
+/** A `pg` Pool, by its shape: `connect()` lends a client with `release()`. */
+interface PgPoolShape {
+  totalCount: number;
+  options?: { max?: number };
+  connect(): Promise<PgClientShape & { release(destroy?: boolean | Error): void }>;
+  query(text: string, values?: unknown[]): Promise<{ rows: InboxRow[] }>;
+}
+/** A `pg` Client (or a client lent by a Pool), by its shape. */
+interface PgClientShape {
+  query(text: string, values?: unknown[]): Promise<PgResult | PgResult[]>;
+  on?(event: "error", listener: (error: unknown) => void): unknown;
+  off?(event: "error", listener: (error: unknown) => void): unknown;
+}
+interface PgResult {
+  rows: InboxRow[];
+  command?: string;
+}
+/** A postgres.js `sql`, by its shape. */
+interface PostgresJsShape {
+  begin(fn: (tx: PostgresJsShape) => Promise<unknown>): Promise<unknown>;
+  unsafe(text: string, params?: unknown[]): PromiseLike<readonly InboxRow[]>;
+}
+
+/** The driver for any client the inbox takes; a TypeError for anything else, when the inbox is made. */
+export function driverFor(client: unknown): Driver {
+  const c = client as Record<string, unknown> | null;
+  if (c && typeof c.totalCount === "number" && typeof c.connect === "function") return pgPool(c as never);
+  const sql = client as ((...args: never[]) => unknown) & { begin?: unknown; unsafe?: unknown };
+  if (typeof sql === "function" && typeof sql.begin === "function" && typeof sql.unsafe === "function") {
+    return heldOpen(
+      (fn) => (sql as unknown as PostgresJsShape).begin(fn as (tx: PostgresJsShape) => Promise<unknown>),
+      async (tx, text, params) => [...(await (tx as PostgresJsShape).unsafe(text, [...params]))],
+      async (text, params) => [...(await (sql as unknown as PostgresJsShape).unsafe(text, [...params]))],
+    );
+  }
+  if (c && typeof c.transaction === "function" && typeof c.query === "function") {
+    const custom = client as InboxClient<unknown>;
+    return heldOpen(
+      (fn) => custom.transaction(fn),
+      (tx, text, params) => custom.query(text, params, tx),
+      (text, params) => custom.query(text, params),
+    );
+  }
+  if (c && typeof c.query === "function" && typeof c.connect === "function") return pgClient(c as never);
+  throw new TypeError(
+    "flag-webhooks: PostgresInbox needs a pg Pool or Client, a postgres.js sql, or an InboxClient (transaction, query)",
+  );
+}
+
+function rowsOf(result: PgResult | PgResult[]): InboxRow[] {
+  return (Array.isArray(result) ? result.at(-1) : result)?.rows ?? [];
+}
+
+/**
+ * A transaction on one `pg` client. COMMIT goes in one round trip with the check (pg sends a
+ * statement without parameters as a simple query, which may hold several): if the check fails,
+ * COMMIT is never run. `done(broken)` gives the connection back, or drops it when it is broken.
+ */
+function pgTransaction(
+  client: PgClientShape,
+  done: (broken: boolean) => void,
+  lost: () => boolean = () => false,
+): OpenTransaction {
+  const rollback = async () => {
+    try {
+      await client.query("rollback");
+      done(false);
+    } catch {
+      done(true);
+    }
+  };
+  return {
+    tx: client,
+    query: async (text, params) => rowsOf(await client.query(text, [...params])),
+    async commit(check) {
+      let results: PgResult | PgResult[];
+      try {
+        results = await client.query(`${check}; commit`);
+      } catch (error) {
+        await rollback();
+        throw error;
+      }
+      done(false);
+      const command = (Array.isArray(results) ? results.at(-1) : results)?.command;
+      // A transaction aborted by a statement the handler caught answers ROLLBACK, without an error.
+      if (command !== "COMMIT") throw new Error(`the transaction did not commit (Postgres answered ${command})`);
+    },
+    rollback,
+    abort: () => done(true),
+    lost,
+  };
+}
+
+function pgPool(pool: PgPoolShape): Driver {
+  // The inbox never holds the pool's last connection for its transactions: a handler that also
+  // queries the pool (rather than `tx`) always finds one, where holding them all would leave
+  // every such handler waiting for the others, for ever under pg's default connectionTimeoutMillis.
+  const slots = turns(Math.max(1, (pool.options?.max ?? 10) - 1));
+  return {
+    query: async (text, params) => (await pool.query(text, [...params])).rows,
+    async begin() {
+      const free = await slots();
+      let client: Awaited<ReturnType<PgPoolShape["connect"]>>;
+      try {
+        client = await pool.connect();
+      } catch (error) {
+        free();
+        throw error;
+      }
+      // A lent client whose server goes away between statements (Postgres restarted while the
+      // handler awaits something else) emits "error", which the Pool listens for only on idle
+      // clients: unheard, it would crash the process. Heard here, the client is dropped.
+      let broken = false;
+      const onError = () => {
+        broken = true;
+      };
+      client.on?.("error", onError);
+      let released = false;
+      const done = (destroy: boolean) => {
+        if (released) return;
+        released = true;
+        // A dropped client keeps the listener: it may still report its socket's end.
+        if (!(destroy || broken)) client.off?.("error", onError);
+        client.release(destroy || broken);
+        free();
+      };
+      try {
+        await client.query("begin");
+      } catch (error) {
+        done(true);
+        throw error;
+      }
+      return pgTransaction(client, done, () => broken);
+    },
+  };
+}
+
+/**
+ * At most `count` holders at a time: each call waits for a turn and resolves with the function
+ * that gives it back (once; later calls do nothing).
+ */
+function turns(count: number): () => Promise<() => void> {
+  let held = 0;
+  const waiting: (() => void)[] = [];
+  const take = (): (() => void) => {
+    held++;
+    let given = false;
+    return () => {
+      if (given) return;
+      given = true;
+      held--;
+      waiting.shift()?.();
+    };
+  };
+  return () => {
+    if (held < count) return Promise.resolve(take());
+    return new Promise((resolve) => waiting.push(() => resolve(take())));
+  };
+}
+
+function pgClient(client: PgClientShape): Driver {
+  // One connection: one transaction at a time, and nothing else meanwhile (a statement sent
+  // during another delivery's transaction would run inside it).
+  const turn = turns(1);
+  return {
+    async query(text, params) {
+      const free = await turn();
+      try {
+        return rowsOf(await client.query(text, [...params]));
+      } finally {
+        free();
+      }
+    },
+    async begin() {
+      const free = await turn();
+      try {
+        await client.query("begin");
+      } catch (error) {
+        free();
+        throw error;
+      }
+      let freed = false;
+      const open = pgTransaction(client, () => {
+        if (!freed) free();
+        freed = true;
+      });
+      // The one connection is the user's: past the timeout it is not dropped but rolled back, after
+      // whatever it is still running, and only then is the next transaction let in.
+      return { ...open, abort: () => void open.rollback() };
+    },
+  };
+}
+
+/**
+ * A transaction on a client that runs it as a callback (postgres.js `sql.begin`, an
+ * InboxClient's `transaction`): the callback is held open until the inbox decides, then runs the
+ * check and returns (the client commits), or throws (the client rolls back).
+ */
+function heldOpen(
+  transaction: (fn: (tx: unknown) => Promise<unknown>) => Promise<unknown>,
+  inside: (tx: unknown, text: string, params: readonly unknown[]) => Promise<readonly InboxRow[]>,
+  outside: (text: string, params: readonly unknown[]) => Promise<readonly InboxRow[]>,
+): Driver {
+  return {
+    query: outside,
+    begin() {
+      return new Promise<OpenTransaction>((opened, failed) => {
+        let decide: (check: string | undefined) => void = () => {};
+        const decision = new Promise<string | undefined>((resolve) => {
+          decide = resolve;
+        });
+        let began = false;
+        const ended = transaction(async (tx: unknown) => {
+          began = true;
+          opened({
+            tx,
+            query: (text, params) => inside(tx, text, params),
+            async commit(check) {
+              decide(check);
+              await ended;
+            },
+            async rollback() {
+              decide(undefined);
+              await ended.catch(() => {});
+            },
+            abort: () => decide(undefined),
+            lost: () => false,
+          });
+          const check = await decision;
+          if (check === undefined) throw ROLLBACK;
+          await inside(tx, check, []);
+        });
+        ended.catch((error: unknown) => {
+          if (!began) failed(error);
+        });
+      });
+    },
+  };
+}
+
+/** What the held callback throws to have its client roll back. */
+const ROLLBACK = new Error("flag-webhooks: rolled back by the inbox");

@@ -1,0 +1,207 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import express from "express";
+import { MemoryDedupeStore, type Telemetry } from "flag-webhooks";
+import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
+import { webhookHandler } from "flag-webhooks/fetch";
+import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
+import { createEvent, signedDelivery, signedRequest } from "flag-webhooks/testing";
+import Koa from "koa";
+import { afterEach, describe, expect, it } from "vitest";
+
+// The receiver's one decision: a delivery is handled when its handler finished and its final
+// answer is 2xx, decided once both are known. A claim is never released while the handler runs,
+// whoever answered meanwhile (a response-timeout layer), and an answer cut mid-way settles too.
+
+const SECRET = "whsec-settle";
+const servers: Server[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
+});
+
+async function serve(server: Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  servers.push(server);
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
+}
+
+/** One attempt of a sender: the status, or 0 when the connection broke. */
+async function attempt(url: string, delivery: { body: string; headers: Record<string, string> }): Promise<number> {
+  try {
+    const response = await fetch(url, { method: "POST", body: delivery.body, headers: delivery.headers });
+    await response.arrayBuffer();
+    return response.status;
+  } catch {
+    return 0;
+  }
+}
+
+/** Counts a handler's runs, and the most that ran at once. */
+function counter() {
+  const count = { runs: 0, running: 0, most: 0 };
+  return {
+    count,
+    async work(ms: number) {
+      count.runs++;
+      count.running++;
+      count.most = Math.max(count.most, count.running);
+      await sleep(ms);
+      count.running--;
+    },
+  };
+}
+
+/** A sender that retries every `every` ms for `during` ms whatever it was answered, as a storm of retries would. */
+async function storm(url: string, during: number, every: number): Promise<number[]> {
+  const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+  const answers: Promise<number>[] = [];
+  const end = Date.now() + during;
+  while (Date.now() < end) {
+    answers.push(attempt(url, delivery));
+    await sleep(every);
+  }
+  return Promise.all(answers);
+}
+
+describe("a response-timeout layer answers 503 while the handler still runs", () => {
+  it("Express (a connect-timeout style layer before the middleware): never a second, concurrent run; copies get 409 meanwhile", async () => {
+    const { count, work } = counter();
+    const app = express();
+    app.use((_req, res, next) => {
+      const timer = setTimeout(() => {
+        if (!res.headersSent) res.status(503).json({ error: "timeout" });
+      }, 300);
+      res.on("close", () => clearTimeout(timer));
+      next();
+    });
+    app.post(
+      "/webhooks",
+      expressMiddleware({
+        secret: SECRET,
+        dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
+        onEvent: () => work(900),
+      }),
+    );
+    const answers = await storm(await serve(createServer(app)), 2500, 100);
+    expect(count.most).toBe(1);
+    expect(answers.filter((status) => status === 409).length).toBeGreaterThan(5);
+    // Runs follow one another: at most one per 900 ms of handler.
+    expect(count.runs).toBeLessThanOrEqual(3);
+  });
+
+  it("Koa (a koa-timeout style layer outside the middleware): never a second, concurrent run; copies get 409 meanwhile", async () => {
+    const { count, work } = counter();
+    const app = new Koa();
+    app.use(async (ctx, next) => {
+      await Promise.race([
+        next(),
+        sleep(300).then(() => {
+          ctx.status = 503;
+          ctx.body = { error: "timeout" };
+        }),
+      ]);
+    });
+    app.use(
+      koaMiddleware({
+        secret: SECRET,
+        dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
+        onEvent: () => work(900),
+      }),
+    );
+    const answers = await storm(await serve(createServer(app.callback())), 2500, 100);
+    expect(count.most).toBe(1);
+    expect(answers.filter((status) => status === 409).length).toBeGreaterThan(5);
+    expect(count.runs).toBeLessThanOrEqual(3);
+  });
+});
+
+/** A Telemetry that records how each delivery ended. */
+function recording() {
+  const ended: { outcome: string; status: number | undefined }[] = [];
+  const telemetry: Telemetry = {
+    delivery: () => ({
+      verified() {},
+      store() {},
+      run: (handler) => handler(),
+      handler() {},
+      end: (outcome, status) => void ended.push({ outcome, status }),
+    }),
+  };
+  return { telemetry, ended };
+}
+
+describe("an Express route that begins its answer and then fails (next(err) after res.write)", () => {
+  function app(options: Parameters<typeof expressMiddleware>[0], runs: { count: number }) {
+    const made = express();
+    made.post("/webhooks", expressMiddleware(options), (_req, res, next) => {
+      runs.count++;
+      res.status(200).write("partial");
+      next(new Error("failed mid-answer"));
+    });
+    // Express's own final handler: it cannot answer a response whose head went out, and cuts the socket.
+    return made;
+  }
+
+  it("with dedupe: the sender sees no 2xx, the claim is released at once (the retry runs, not 409), and the delivery's record ends", async () => {
+    const runs = { count: 0 };
+    const { telemetry, ended } = recording();
+    const url = await serve(
+      createServer(
+        app(
+          { secret: SECRET, telemetry, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" }, onError: () => {} },
+          runs,
+        ),
+      ),
+    );
+    const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    expect(await attempt(url, delivery)).not.toBe(200);
+    await sleep(50);
+    expect(ended).toEqual([{ outcome: "handler_error", status: undefined }]);
+    expect(await attempt(url, delivery)).not.toBe(409);
+    expect(runs.count).toBe(2);
+  });
+
+  it("without dedupe: the delivery's record ends when the socket is cut", async () => {
+    const runs = { count: 0 };
+    const { telemetry, ended } = recording();
+    const url = await serve(createServer(app({ secret: SECRET, telemetry }, runs)));
+    const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    expect(await attempt(url, delivery)).not.toBe(204);
+    await sleep(50);
+    expect(ended).toEqual([{ outcome: "handler_error", status: undefined }]);
+  });
+});
+
+describe("dedupe.ttl covers the replay window on every receiver of a fleet", () => {
+  it("two receivers on one store, clocks 5 s apart: an event dated a minute ahead is never run twice, whenever a copy reaches the other", async () => {
+    let real = Date.parse("2026-11-26T12:00:00Z");
+    const store = new MemoryDedupeStore({ now: () => real });
+    let runs = 0;
+    const receiver = (skew: number) =>
+      webhookHandler({
+        secret: SECRET,
+        maxAge: "5m",
+        now: () => real + skew,
+        dedupe: { store, ttl: "7m" },
+        onEvent: () => void runs++,
+      });
+    const ahead = receiver(0);
+    const behind = receiver(-5000);
+    const event = createEvent("flag.updated", { createdAt: new Date(real + 60_000).toISOString() });
+    expect((await ahead(await signedRequest({ secret: SECRET, event }))).status).toBe(204);
+    for (let second = 1; second <= 400; second++) {
+      real += 1000;
+      const answer = await behind(await signedRequest({ secret: SECRET, event }));
+      expect([204, 401], `${second} s later`).toContain(answer.status);
+    }
+    expect(runs).toBe(1);
+  });
+
+  it("refuses a ttl that would not: shorter than maxAge plus twice the minute of skew allowed", () => {
+    const store = new MemoryDedupeStore();
+    expect(() =>
+      webhookHandler({ secret: SECRET, maxAge: "5m", dedupe: { store, ttl: "6m" }, onEvent: () => {} }),
+    ).toThrow(/shorter than maxAge plus twice the 60 s clock-skew allowance/);
+  });
+});
