@@ -40,6 +40,7 @@ export interface HttpResults {
 }
 
 export const VERIFY_SERIES: string[];
+export const BASELINE_LABEL: string;
 export function escapeXml(value: unknown): string;
 export function formatNumber(value: number, digits?: number): string;
 export function formatBytes(size: number): string;

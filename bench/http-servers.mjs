@@ -38,7 +38,7 @@ function answer(res, status) {
   res.end();
 }
 
-/** The hand-written check: limit verify, JSON.parse, look at the type. Returns the status. */
+/** The hand-written check: verify with node:crypto, JSON.parse, look at the type. Returns the status. */
 function handWritten(body, signature) {
   if (!limitVerify(SECRET, body, signature)) return 401;
   let event;
@@ -51,7 +51,7 @@ function handWritten(body, signature) {
 }
 
 const SERVERS = {
-  /** Bare node:http: read the body, limit verify, JSON.parse, 204. */
+  /** Bare node:http: read the body, hand-written verify, JSON.parse, 204. */
   async "bare-node"() {
     return createServer((req, res) => {
       readRaw(req, LIMIT, (error, body) => {
@@ -73,7 +73,7 @@ const SERVERS = {
     });
   },
 
-  /** Hand-written Express receiver: express.raw() + limit verify + JSON.parse, 204. */
+  /** Hand-written Express receiver: express.raw() + hand-written verify + JSON.parse, 204. */
   async "bare-express"() {
     const express = require("express");
     const app = express();

@@ -38,7 +38,7 @@ const PATH = "/api/github/webhooks";
 
 // `label`: the short name in the chart (bench/charts.mjs); `ours`: drawn in the accent colour.
 const ALL_CASES = [
-  { id: "bare-node", name: "bare node:http (limit verify + JSON.parse)", label: "bare node:http", status: 204 },
+  { id: "bare-node", name: "bare node:http (hand-written verify + JSON.parse)", label: "bare node:http", status: 204 },
   {
     id: "ours-node",
     name: "**flag-webhooks/express on plain node:http**",
@@ -48,7 +48,7 @@ const ALL_CASES = [
   },
   {
     id: "bare-express",
-    name: "hand-written Express (express.raw + limit verify + JSON.parse)",
+    name: "hand-written Express (express.raw + hand-written verify + JSON.parse)",
     label: "Express, hand-written",
     status: 204,
   },

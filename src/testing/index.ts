@@ -1,7 +1,17 @@
 // flag-webhooks/testing: realistic, signed deliveries for testing a receiver without the service.
 // Imports only the core and Web APIs, so it runs wherever the core runs (Node, Bun, Deno, Workers).
 import type { KnownWebhookEvent, WebhookEventType } from "../events.js";
-import { SIGNATURE_HEADER, sign } from "../signature.js";
+import { headersFor, payloadOf } from "./sign.js";
+
+export {
+  type LambdaContextOptions,
+  type LambdaEventOptions,
+  type LambdaTestContext,
+  type LambdaTestEventV1,
+  type LambdaTestEventV2,
+  lambdaContext,
+  signedLambdaEvent,
+} from "./lambda.js";
 
 /** The event type {@link createEvent} returns for `type`: `EventOfType<"flag.updated">` is `FlagUpdatedEvent`. */
 export type EventOfType<Type extends WebhookEventType> = Extract<KnownWebhookEvent, { type: Type }>;
@@ -162,23 +172,4 @@ export async function signedRequest(options: RequestOptions): Promise<Request> {
     // Stryker disable next-line ConditionalExpression,EqualityOperator,StringLiteral,MethodExpression: equivalent, the Fetch spec has new Request() copy a BufferSource body itself, so neither this copy nor its absence can be observed
     body: typeof payload === "string" ? payload : payload.slice(),
   });
-}
-
-function payloadOf(options: DeliveryOptions): string | Uint8Array {
-  if (typeof options !== "object" || options === null) {
-    throw new TypeError('flag-webhooks/testing: options with a "secret" and an "event" or a "body" are required');
-  }
-  const { event, body } = options;
-  if ((event === undefined) === (body === undefined)) {
-    throw new TypeError('flag-webhooks/testing: pass exactly one of "event" and "body"');
-  }
-  if (event !== undefined) return JSON.stringify(event);
-  if (typeof body !== "string" && !(body instanceof Uint8Array)) {
-    throw new TypeError('flag-webhooks/testing: option "body" must be a string or a Uint8Array');
-  }
-  return body;
-}
-
-async function headersFor(secret: string, payload: string | Uint8Array): Promise<SignedDelivery["headers"]> {
-  return { "content-type": "application/json", [SIGNATURE_HEADER]: await sign({ secret, payload }) };
 }

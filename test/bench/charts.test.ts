@@ -230,16 +230,25 @@ describe("bench/charts.mjs: verify time against body size", () => {
     const words = textOf(root);
     expect(words).toContain("µs per call (log scale)");
     expect(words).toContain("body size (log scale)");
-    for (const label of ["flag-webhooks", "node:crypto limit", "@octokit/webhooks-methods", "stripe", "svix"]) {
+    for (const label of [
+      "flag-webhooks",
+      "hand-written node:crypto check",
+      "@octokit/webhooks-methods",
+      "stripe",
+      "svix",
+    ]) {
       expect(words).toContain(label);
     }
+    // The baseline is named for what it measures, whatever label the results carry: one that a
+    // library can beat is no limit.
+    expect(words).not.toContain("node:crypto limit");
     for (const size of ["256 B", "4 KiB", "64 KiB", "1 MiB"]) expect(words).toContain(size);
     expect(words).toContain("Node v20.20.2, Linux, 2 × Test CPU");
     expect(words).toContain("2026-11-23 12:16 UTC");
     expect(words).not.toContain("not drawn by default"); // only the comparison series by default
-    // The table of ratios to the limit under the plot: (5000 + 0.9 × 256) ÷ (5200 + 0.9 × 256) at
-    // 256 B for ours, (20000 + 20 × 1 MiB) ÷ (5200 + 0.9 × 1 MiB) at 1 MiB for svix.
-    expect(words).toContain("median ÷ node:crypto limit");
+    // The table of ratios to the baseline under the plot: (5000 + 0.9 × 256) ÷ (5200 + 0.9 × 256)
+    // at 256 B for ours, (20000 + 20 × 1 MiB) ÷ (5200 + 0.9 × 1 MiB) at 1 MiB for svix.
+    expect(words).toContain("median ÷ hand-written node:crypto check");
     const ratios = all(root, (e) => e.name === "text").map((e) => e.text);
     expect(ratios).toContain("0.96×");
     expect(ratios).toContain("22.1×");

@@ -87,9 +87,18 @@ afterAll(() => {
 });
 
 describe("the packed package", () => {
-  it("ships only dist, package.json, README and LICENSE", () => {
+  it("ships dist, package.json, README, LICENSE and the documentation (test/package/docs.test.ts)", () => {
     const files = readdirSync(join(project, "node_modules/flag-webhooks")).sort();
-    expect(files).toEqual(["LICENSE", "README.md", "dist", "package.json"]);
+    expect(files).toEqual([
+      "CHANGELOG.md",
+      "LICENSE",
+      "README.md",
+      "bench",
+      "dist",
+      "docs",
+      "examples",
+      "package.json",
+    ]);
   });
 
   describe.each(nodes)("on $name", ({ bin }) => {

@@ -64,6 +64,12 @@ const at = (ms: number) => `${INDEX}${String(Math.max(0, Math.ceil(ms))).padStar
  * ```
  */
 export class DedupeObject {
+  /**
+   * The runtime types' mark of a Durable Object class (`Rpc.DurableObjectBranded`, a string key
+   * since @cloudflare/workers-types of June 2024), a type with no value: `wrangler types` declares
+   * the binding as `DurableObjectNamespace<DedupeObject>`, which requires it.
+   */
+  declare readonly __DURABLE_OBJECT_BRAND: never;
   readonly #storage: DedupeObjectStorage;
 
   constructor(state: DedupeObjectState, _env?: unknown) {

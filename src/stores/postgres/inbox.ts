@@ -78,7 +78,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
 
   /**
    * Creates the table and its index if they are missing; safe to run at every start, from
-   * several processes at once.
+   * several processes at once, and silent: no NOTICE reaches the client's log.
    *
    * @example
    * ```ts
@@ -89,7 +89,12 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
     const open = await this.#driver.begin();
     try {
       // Two processes creating the table at once would collide in the catalog: one at a time.
-      await open.query("select pg_advisory_xact_lock(hashtext('flag-webhooks migrate'))", []);
+      // And "if not exists" answers an existing table or index with a NOTICE, which postgres.js
+      // prints by default, on every start: raised to warnings for this transaction only (SET LOCAL).
+      await open.query(
+        "select set_config('client_min_messages', 'warning', true), pg_advisory_xact_lock(hashtext('flag-webhooks migrate'))",
+        [],
+      );
       await open.query(
         `create table if not exists ${this.#table} (
           scope text not null,

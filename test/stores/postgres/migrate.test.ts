@@ -1,0 +1,90 @@
+import { type InboxClient, PostgresInbox } from "flag-webhooks/postgres";
+import pg from "pg";
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type TestDatabase, testDatabase } from "../../support/postgres-database.js";
+import { postgresAvailability } from "../../support/postgres-server.js";
+
+// migrate() runs on every start ("safe on every start"), so it must be quiet on every start: its
+// "create ... if not exists" statements make Postgres send a NOTICE for what already exists, and
+// postgres.js prints each NOTICE by default (about ten lines each).
+
+const availability = postgresAvailability();
+const skip = availability.available ? undefined : availability.reason;
+
+describe.skipIf(skip !== undefined)("PostgresInbox.migrate() on a real PostgreSQL", () => {
+  let database: TestDatabase;
+  beforeAll(async () => {
+    database = await testDatabase();
+  });
+  afterAll(async () => {
+    await database?.close();
+  });
+
+  it("sends no NOTICE to postgres.js, on the first start and every start after", async () => {
+    const notices: string[] = [];
+    const sql = postgres(database.url, { max: 2, onnotice: (notice) => notices.push(String(notice.message)) });
+    try {
+      const inbox = new PostgresInbox(sql, { scope: "migrate-postgresjs" });
+      await inbox.migrate();
+      await inbox.migrate();
+      await inbox.migrate();
+      expect(notices).toEqual([]);
+      // The same client hears the NOTICE of the same statement run outside migrate(): the
+      // listener works, and the client's own setting is untouched.
+      await sql.unsafe("create table if not exists flag_webhooks_inbox (scope text)");
+      expect(notices).toEqual(['relation "flag_webhooks_inbox" already exists, skipping']);
+    } finally {
+      await sql.end();
+    }
+  });
+
+  it("sends no NOTICE to a pg Client, and leaves its client_min_messages as it was", async () => {
+    const client = new pg.Client({ connectionString: database.url });
+    const notices: string[] = [];
+    client.on("notice", (notice) => notices.push(String(notice.message)));
+    await client.connect();
+    try {
+      const inbox = new PostgresInbox(client, { scope: "migrate-pg", table: "app_inbox" });
+      await inbox.migrate();
+      await inbox.migrate();
+      expect(notices).toEqual([]);
+      const { rows } = await client.query("show client_min_messages");
+      expect(rows).toEqual([{ client_min_messages: "notice" }]);
+      await client.query("create index if not exists app_inbox_expires on app_inbox (scope, expires_at)");
+      expect(notices).toEqual(['relation "app_inbox_expires" already exists, skipping']);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("sends no NOTICE through an InboxClient either", async () => {
+    const client = new pg.Client({ connectionString: database.url });
+    const notices: string[] = [];
+    client.on("notice", (notice) => notices.push(String(notice.message)));
+    await client.connect();
+    const inboxClient: InboxClient<pg.Client> = {
+      async transaction(fn) {
+        await client.query("begin");
+        try {
+          const value = await fn(client);
+          await client.query("commit");
+          return value;
+        } catch (error) {
+          await client.query("rollback");
+          throw error;
+        }
+      },
+      query: async (text, params) => (await client.query(text, [...params])).rows,
+    };
+    try {
+      await new PostgresInbox(inboxClient, { scope: "migrate-custom" }).migrate();
+      await new PostgresInbox(inboxClient, { scope: "migrate-custom" }).migrate();
+      expect(notices).toEqual([]);
+      const { rows } = await client.query("select count(*)::int as n from flag_webhooks_inbox");
+      expect(rows).toEqual([{ n: 0 }]);
+    } finally {
+      await client.end();
+    }
+  });
+});
