@@ -1,4 +1,6 @@
-import { hostBin, hostEnv, type Running, run, serve } from "./serve.js";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { hostBin, hostEnv, nodeFor, type Running, root, run, serve } from "./serve.js";
 
 // How each app under test/hosts/ is built and served, the way its framework or platform does it
 // in production. One driver per app; hosts.json's rows name the app and the route they use.
@@ -31,6 +33,9 @@ function served(running: Running, port: number, timings: Record<string, number>)
   return { ...running, url: (path) => `http://127.0.0.1:${port}${path}`, timings };
 }
 
+/** tsx's loader, from the repository's devDependencies, for apps run from TypeScript sources on Node 20. */
+const TSX = pathToFileURL(join(root, "node_modules/tsx/dist/esm/index.mjs")).href;
+
 export const apps: Record<string, (context: AppContext) => Promise<Served>> = {
   // Next.js: `next build`, then `next start`, as deployed on a server of one's own. The build
   // runs without the secret, as a CI build does.
@@ -49,4 +54,77 @@ export const apps: Record<string, (context: AppContext) => Promise<Served>> = {
     );
     return served(running, port, timings);
   },
+
+  // Nitro 2, the server engine of Nuxt 3 and 4, on h3 v1: `nitropack build` with its default
+  // node-server preset, then its output run as deployed.
+  async nitro({ port, secret, dir }) {
+    const timings: Record<string, number> = {};
+    await timed(timings, "build", () => run("nitropack build", process.execPath, [hostBin("nitropack"), "build"], dir));
+    const running = await timed(timings, "start", () =>
+      serve(
+        "the Nitro server",
+        process.execPath,
+        [".output/server/index.mjs"],
+        dir,
+        hostEnv({ WEBHOOK_SECRET: secret, PORT: String(port), HOST: "127.0.0.1" }),
+        port,
+      ),
+    );
+    return served(running, port, timings);
+  },
+
+  // h3 v2 with its own serve(), the TypeScript run by tsx (Node 20 has no type stripping).
+  async "h3-v2"({ port, secret, dir }) {
+    const timings: Record<string, number> = {};
+    const running = await timed(timings, "start", () =>
+      serve(
+        "h3 v2",
+        process.execPath,
+        ["--import", TSX, "server.ts"],
+        dir,
+        hostEnv({ WEBHOOK_SECRET: secret, PORT: String(port), HOST: "127.0.0.1" }),
+        port,
+      ),
+    );
+    return served(running, port, timings);
+  },
+  // SvelteKit on adapter-node: `vite build`, then the adapter's server, as deployed. SvelteKit 3
+  // needs Node 22 or later.
+  async sveltekit(context) {
+    return buildAndServe(context, "SvelteKit", nodeFor(22), ["vite", "build"], ["build/index.js"]);
+  },
+
+  // React Router in framework mode: `react-router build`, then `react-router-serve`, its
+  // production server. React Router 8 needs Node 22 or later.
+  async "react-router"(context) {
+    return buildAndServe(context, "React Router", nodeFor(22), ["react-router", "build"], [
+      hostBin("react-router-serve"),
+      "build/server/index.js",
+    ]);
+  },
+
+  // Astro on @astrojs/node in standalone mode: `astro build`, then the server entry it wrote.
+  // Astro 7 needs Node 22 or later.
+  async astro(context) {
+    return buildAndServe(context, "Astro", nodeFor(22), ["astro", "build"], ["dist/server/entry.mjs"]);
+  },
 };
+
+/**
+ * The usual production flow: the framework's build command (a binary of this package), then its
+ * server, on `node`, listening on PORT and HOST as these servers all read them.
+ */
+async function buildAndServe(
+  { port, secret, dir }: AppContext,
+  label: string,
+  node: string,
+  [command, ...args]: string[],
+  server: string[],
+): Promise<Served> {
+  const timings: Record<string, number> = {};
+  await timed(timings, "build", () => run(`${label}: ${command}`, node, [hostBin(command ?? ""), ...args], dir));
+  const running = await timed(timings, "start", () =>
+    serve(label, node, server, dir, hostEnv({ WEBHOOK_SECRET: secret, PORT: String(port), HOST: "127.0.0.1" }), port),
+  );
+  return served(running, port, timings);
+}

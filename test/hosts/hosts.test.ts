@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEvent, signedDelivery } from "flag-webhooks/testing";
@@ -59,11 +59,17 @@ beforeAll(() => {
 
 afterAll(async () => {
   await Promise.all([...started.values()].map((serving) => serving.then((s) => s.stop(), () => {})));
-  const versions = (names: string[]) =>
-    Object.fromEntries(
-      names.map((name) => [name, JSON.parse(readFileSync(join(hosts, "node_modules", name, "package.json"), "utf8")).version]),
-    );
-  const report = table.map((row) => ({ id: row.id, versions: versions(row.packages), ms: timings[row.app] }));
+  // A package the app's own workspace holds (h3 v2) comes before this package's.
+  const version = (app: string, name: string) => {
+    const own = join(hosts, app, "node_modules", name, "package.json");
+    const path = existsSync(own) ? own : join(hosts, "node_modules", name, "package.json");
+    return JSON.parse(readFileSync(path, "utf8")).version as string;
+  };
+  const report = table.map((row) => ({
+    id: row.id,
+    versions: Object.fromEntries(row.packages.map((name) => [name, version(row.app, name)])),
+    ms: timings[row.app],
+  }));
   mkdirSync(join(root, ".test-results"), { recursive: true });
   writeFileSync(join(root, ".test-results/hosts.json"), `${JSON.stringify(report, null, 2)}\n`);
 }, 30_000);
