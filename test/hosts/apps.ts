@@ -1,6 +1,7 @@
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { hostBin, hostEnv, nodeFor, type Running, root, run, serve } from "./serve.js";
+import { hostBin, hostEnv, nodeFor, type Running, hosts, root, rootBin, run, serve } from "./serve.js";
 
 // How each app under test/hosts/ is built and served, the way its framework or platform does it
 // in production. One driver per app; hosts.json's rows name the app and the route they use.
@@ -108,7 +109,44 @@ export const apps: Record<string, (context: AppContext) => Promise<Served>> = {
   async astro(context) {
     return buildAndServe(context, "Astro", nodeFor(22), ["astro", "build"], ["dist/server/entry.mjs"]);
   },
+  // Bun.serve, on the Bun of the repository's devDependencies (as test/runtimes.test.ts runs it).
+  async bun(context) {
+    return serveOnly(context, "Bun.serve", rootBin("bun"), ["--no-install", "server.ts"]);
+  },
+
+  // Elysia on that Bun.
+  async elysia(context) {
+    return serveOnly(context, "Elysia", rootBin("bun"), ["--no-install", "server.ts"]);
+  },
+
+  // Deno.serve, on the Deno of the repository's devDependencies, offline: deno.json maps
+  // flag-webhooks to npm: specifiers, which Deno resolves from node_modules
+  // (nodeModulesDir: "manual"), and --no-remote refuses anything else.
+  async deno(context) {
+    return serveOnly(
+      context,
+      "Deno.serve",
+      rootBin("deno"),
+      ["run", "--no-remote", "--allow-env", "--allow-net=127.0.0.1", `--allow-read=${hosts}`, "server.ts"],
+      { DENO_DIR: join(tmpdir(), "flag-webhooks-hosts-deno"), DENO_NO_UPDATE_CHECK: "1" },
+    );
+  },
 };
+
+/** An app that runs from its source, with no build: its server, listening on PORT and HOST. */
+async function serveOnly(
+  { port, secret, dir }: AppContext,
+  label: string,
+  command: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<Served> {
+  const timings: Record<string, number> = {};
+  const running = await timed(timings, "start", () =>
+    serve(label, command, args, dir, hostEnv({ WEBHOOK_SECRET: secret, PORT: String(port), HOST: "127.0.0.1", ...env }), port),
+  );
+  return served(running, port, timings);
+}
 
 /**
  * The usual production flow: the framework's build command (a binary of this package), then its

@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hostsTable, readHosts, withHostsTable } from "../../scripts/hosts-table.js";
 import { freePort } from "../support/free-port.js";
 import { apps, type Served } from "./apps.js";
-import { hosts, root } from "./serve.js";
+import { hosts, root, rootBin } from "./serve.js";
 
 // Each host of the README's table, run for real: the framework's own build and server (or its
 // platform's local runtime) from this package's registry packages, with flag-webhooks installed
@@ -59,11 +59,11 @@ beforeAll(() => {
 
 afterAll(async () => {
   await Promise.all([...started.values()].map((serving) => serving.then((s) => s.stop(), () => {})));
-  // A package the app's own workspace holds (h3 v2) comes before this package's.
+  // The app's own workspace first (h3 v2), then this package's, then the repository's (Bun, Deno).
   const version = (app: string, name: string) => {
-    const own = join(hosts, app, "node_modules", name, "package.json");
-    const path = existsSync(own) ? own : join(hosts, "node_modules", name, "package.json");
-    return JSON.parse(readFileSync(path, "utf8")).version as string;
+    const places = [join(hosts, app), hosts, root].map((dir) => join(dir, "node_modules", name, "package.json"));
+    const path = places.find((place) => existsSync(place));
+    return path ? (JSON.parse(readFileSync(path, "utf8")).version as string) : "not found";
   };
   const report = table.map((row) => ({
     id: row.id,
@@ -153,14 +153,18 @@ describe("the table of hosts", () => {
     },
   );
 
-  it("type-checks every app against the packed flag-webhooks and each framework's own types", () => {
-    let output = "";
-    try {
-      execFileSync(process.execPath, [join(hosts, "node_modules/typescript/bin/tsc"), "-p", hosts], { encoding: "utf8" });
-    } catch (error) {
-      output = String((error as { stdout?: string }).stdout);
-    }
-    expect(output).toBe("");
+  it.each([
+    ["the Node apps, with tsc", process.execPath, [join(hosts, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"]],
+    ["the Bun apps, with tsc and Bun's types", process.execPath, [join(hosts, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.bun.json"]],
+    ["the Deno app, with deno check", rootBin("deno"), ["check", "--no-remote", "deno/server.ts"]],
+  ] as const)("type-checks %s, against the packed flag-webhooks and each framework's own types", async (_, command, args) => {
+    const { output, code } = await new Promise<{ output: string; code: number | null }>((done) => {
+      execFile(command, args, { cwd: hosts, env: { ...process.env, DENO_DIR: join(tmpdir(), "flag-webhooks-hosts-deno"), NO_COLOR: "1" } }, (error, stdout, stderr) =>
+        done({ output: `${stdout}${stderr}`, code: error ? (error.code as number | null) : 0 }),
+      );
+    });
+    expect(output.replace(/^Check .*\n/gm, "")).toBe("");
+    expect(code).toBe(0);
   }, 120_000);
 });
 
