@@ -1,7 +1,8 @@
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { hostBin, hostEnv, nodeFor, type Running, hosts, root, rootBin, run, serve } from "./serve.js";
+import { startRedis, stopRedis } from "../support/redis-server.js";
+import { hostBin, hostEnv, hosts, nodeFor, type Running, root, rootBin, run, serve } from "./serve.js";
 
 // How each app under test/hosts/ is built and served, the way its framework or platform does it
 // in production. One driver per app; hosts.json's rows name the app and the route they use.
@@ -98,10 +99,13 @@ export const apps: Record<string, (context: AppContext) => Promise<Served>> = {
   // React Router in framework mode: `react-router build`, then `react-router-serve`, its
   // production server. React Router 8 needs Node 22 or later.
   async "react-router"(context) {
-    return buildAndServe(context, "React Router", nodeFor(22), ["react-router", "build"], [
-      hostBin("react-router-serve"),
-      "build/server/index.js",
-    ]);
+    return buildAndServe(
+      context,
+      "React Router",
+      nodeFor(22),
+      ["react-router", "build"],
+      [hostBin("react-router-serve"), "build/server/index.js"],
+    );
   },
 
   // Astro on @astrojs/node in standalone mode: `astro build`, then the server entry it wrote.
@@ -131,7 +135,68 @@ export const apps: Record<string, (context: AppContext) => Promise<Served>> = {
       { DENO_DIR: join(tmpdir(), "flag-webhooks-hosts-deno"), DENO_NO_UPDATE_CHECK: "1" },
     );
   },
+  // Google Cloud Functions: the Functions Framework's own server (what Cloud Run functions run),
+  // the function's TypeScript loaded through tsx.
+  async gcf(context) {
+    return serveOnly(context, "the Functions Framework", process.execPath, functionsFramework());
+  },
+
+  // Cloud Functions for Firebase: the onRequest export, served by the same Functions Framework,
+  // as Firebase deploys it (2nd gen functions run on Cloud Run functions). Not the Firebase
+  // emulator (firebase-tools), which is not needed to run the function.
+  async firebase(context) {
+    return serveOnly(context, "the Functions Framework (Firebase)", process.execPath, functionsFramework());
+  },
+
+  // Azure Functions v4: @azure/functions' app.http() and its own invocation model, driven by
+  // host.mjs, a stand-in for the Functions host and its Node worker (see there).
+  async azure(context) {
+    return serveOnly(context, "the Azure Functions stand-in host", process.execPath, [
+      "--import",
+      TSX,
+      "host.mjs",
+      "src/functions/webhooks.ts",
+    ]);
+  },
+
+  // Netlify Functions: Netlify's own local runtime (@netlify/functions-dev) behind host.mjs, with
+  // a real Redis for the dedupe store (each invocation runs in a fresh worker). Needs Node 22.
+  async netlify(context) {
+    const redis = await startRedis();
+    try {
+      const app = await serveOnly(context, "Netlify's functions runtime", nodeFor(22), ["host.mjs"], {
+        REDIS_URL: redis.url,
+      });
+      return {
+        ...app,
+        async stop() {
+          await app.stop();
+          await stopRedis(redis);
+        },
+      };
+    } catch (error) {
+      await stopRedis(redis);
+      throw error;
+    }
+  },
+
+  // Vercel Functions: @vercel/node's own development runtime (startDevServer, as `vercel dev`
+  // runs each function, Node.js and Edge) behind host.mjs.
+  async vercel(context) {
+    return serveOnly(context, "Vercel's functions runtime", process.execPath, ["host.mjs"]);
+  },
 };
+
+/** The Functions Framework's command line on the function in index.ts, listening on PORT. */
+function functionsFramework(): string[] {
+  return [
+    "--import",
+    TSX,
+    join(hosts, "node_modules/@google-cloud/functions-framework/build/src/main.js"),
+    "--target=webhooks",
+    "--source=index.ts",
+  ];
+}
 
 /** An app that runs from its source, with no build: its server, listening on PORT and HOST. */
 async function serveOnly(
@@ -143,7 +208,14 @@ async function serveOnly(
 ): Promise<Served> {
   const timings: Record<string, number> = {};
   const running = await timed(timings, "start", () =>
-    serve(label, command, args, dir, hostEnv({ WEBHOOK_SECRET: secret, PORT: String(port), HOST: "127.0.0.1", ...env }), port),
+    serve(
+      label,
+      command,
+      args,
+      dir,
+      hostEnv({ WEBHOOK_SECRET: secret, PORT: String(port), HOST: "127.0.0.1", ...env }),
+      port,
+    ),
   );
   return served(running, port, timings);
 }

@@ -45,7 +45,10 @@ beforeAll(() => {
   // npm test builds dist first; --ignore-scripts keeps prepack from rebuilding it meanwhile.
   const scratch = mkdtempSync(join(tmpdir(), "flag-webhooks-hosts-"));
   try {
-    execFileSync("npm", ["pack", "--silent", "--ignore-scripts", "--pack-destination", scratch], { cwd: root, stdio: "pipe" });
+    execFileSync("npm", ["pack", "--silent", "--ignore-scripts", "--pack-destination", scratch], {
+      cwd: root,
+      stdio: "pipe",
+    });
     const tarball = readdirSync(scratch).find((file) => file.endsWith(".tgz"));
     if (!tarball) throw new Error("npm pack made no tarball");
     const installed = join(hosts, "node_modules/flag-webhooks");
@@ -58,7 +61,14 @@ beforeAll(() => {
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.all([...started.values()].map((serving) => serving.then((s) => s.stop(), () => {})));
+  await Promise.all(
+    [...started.values()].map((serving) =>
+      serving.then(
+        (s) => s.stop(),
+        () => {},
+      ),
+    ),
+  );
   // The app's own workspace first (h3 v2), then this package's, then the repository's (Bun, Deno).
   const version = (app: string, name: string) => {
     const places = [join(hosts, app), hosts, root].map((dir) => join(dir, "node_modules", name, "package.json"));
@@ -78,7 +88,8 @@ afterAll(async () => {
 async function printed(served: Served, line: string): Promise<void> {
   const deadline = Date.now() + 10_000;
   while (!served.output().includes(line)) {
-    if (Date.now() > deadline) throw new Error(`the handler never printed "${line}"; the host printed:\n${served.output()}`);
+    if (Date.now() > deadline)
+      throw new Error(`the handler never printed "${line}"; the host printed:\n${served.output()}`);
     await new Promise((ok) => setTimeout(ok, 25));
   }
 }
@@ -121,10 +132,29 @@ describe.each(table.map((row) => [row.host, row] as const))("%s", (_, row) => {
     // A fresh event after the copy: once its line is printed, a line the copy would have
     // printed is too, since the host prints in order.
     const next = createEvent("flag.updated", { data: { flag: row.id } });
-    const fresh = await send(...Object.values(await signedDelivery({ secret: SECRET, event: next })) as [string, Record<string, string>]);
+    const fresh = await send(
+      ...(Object.values(await signedDelivery({ secret: SECRET, event: next })) as [string, Record<string, string>]),
+    );
     expect(fresh.status).toBeLessThan(300);
     await printed(served, `flag updated: ${next.id} ${row.id}`);
     expect(occurrences(served.output(), line())).toBe(1);
+  });
+});
+
+// Next.js API routes and Vercel's (req, res) functions parse the body by default; a route that
+// leaves that on must get an answer that says so, not a signature error.
+describe.each([
+  ["Next.js Pages Router", "next", "/api/parsed"],
+  ["Vercel Node.js function", "vercel", "/api/parsed"],
+] as const)("%s, with the host's body parser left on", (_, name, path) => {
+  it("answers 500 body_already_parsed, in the service's error shape", async () => {
+    const served = await app(name);
+    const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    const response = await fetch(served.url(path), { method: "POST", headers: delivery.headers, body: delivery.body });
+    expect(response.status).toBe(500);
+    expect(await response.json()).toEqual({
+      error: { code: "body_already_parsed", message: expect.stringMatching(/^req\.body was already parsed/) },
+    });
   });
 });
 
@@ -140,32 +170,48 @@ describe("the table of hosts", () => {
   });
 
   it.each(table.map((row) => [row.host, row] as const))(
-    "%s: docs/hosts.md shows the files the test runs, verbatim, under its recipe",
+    "%s: docs/hosts.md shows the files the test runs, verbatim, in its recipe",
     (_, row) => {
       const page = readFileSync(join(root, "docs/hosts.md"), "utf8");
-      const recipe = page.split(/^#+ /m).find((section) => githubSlug(section.split("\n")[0] ?? "") === row.recipe);
-      expect(recipe, `docs/hosts.md has a heading whose anchor is #${row.recipe}`).toBeDefined();
+      const recipe = page.split(/^## /m).find((section) => githubSlug(section.split("\n")[0] ?? "") === row.recipe);
+      expect(recipe, `docs/hosts.md has a section whose anchor is #${row.recipe}`).toBeDefined();
       for (const file of row.files) {
         const code = readFileSync(join(hosts, row.app, file), "utf8");
-        const lang = file.split(".").pop();
-        expect(page).toContain(`\`\`\`${lang} title="${file}"\n${code}\`\`\``);
+        const lang = { ts: "ts", mts: "ts", tsx: "tsx", json: "json" }[file.split(".").pop() ?? ""];
+        expect(recipe).toContain(`\`\`\`${lang} title="${file}"\n${code}\`\`\``);
       }
     },
   );
 
-  it.each([
-    ["the Node apps, with tsc", process.execPath, [join(hosts, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"]],
-    ["the Bun apps, with tsc and Bun's types", process.execPath, [join(hosts, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.bun.json"]],
+  it.concurrent.each([
+    [
+      "the Node apps, with tsc",
+      process.execPath,
+      [join(hosts, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"],
+    ],
+    [
+      "the Bun apps, with tsc and Bun's types",
+      process.execPath,
+      [join(hosts, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.bun.json"],
+    ],
     ["the Deno app, with deno check", rootBin("deno"), ["check", "--no-remote", "deno/server.ts"]],
-  ] as const)("type-checks %s, against the packed flag-webhooks and each framework's own types", async (_, command, args) => {
-    const { output, code } = await new Promise<{ output: string; code: number | null }>((done) => {
-      execFile(command, args, { cwd: hosts, env: { ...process.env, DENO_DIR: join(tmpdir(), "flag-webhooks-hosts-deno"), NO_COLOR: "1" } }, (error, stdout, stderr) =>
-        done({ output: `${stdout}${stderr}`, code: error ? (error.code as number | null) : 0 }),
-      );
-    });
-    expect(output.replace(/^Check .*\n/gm, "")).toBe("");
-    expect(code).toBe(0);
-  }, 120_000);
+  ] as const)(
+    "type-checks %s, against the packed flag-webhooks and each framework's own types",
+    async (_, command, args) => {
+      const { output, code } = await new Promise<{ output: string; code: number | null }>((done) => {
+        execFile(
+          command,
+          args,
+          { cwd: hosts, env: { ...process.env, DENO_DIR: join(tmpdir(), "flag-webhooks-hosts-deno"), NO_COLOR: "1" } },
+          (error, stdout, stderr) =>
+            done({ output: `${stdout}${stderr}`, code: error ? (error.code as number | null) : 0 }),
+        );
+      });
+      expect(output.replace(/^Check .*\n/gm, "")).toBe("");
+      expect(code).toBe(0);
+    },
+    120_000,
+  );
 });
 
 /** A heading's anchor as GitHub makes it (the rule test/readme.test.ts checks links with). */

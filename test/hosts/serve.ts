@@ -48,7 +48,12 @@ export interface Running {
   stop(): Promise<void>;
 }
 
-function start(command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv): Running & { ended(): string | undefined; exited: Promise<void> } {
+function start(
+  command: string,
+  args: string[],
+  cwd: string,
+  env: NodeJS.ProcessEnv,
+): Running & { ended(): string | undefined; exited: Promise<void> } {
   const child: ChildProcess = spawn(command, args, { cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   const append = (chunk: Buffer) => {
@@ -89,7 +94,13 @@ function start(command: string, args: string[], cwd: string, env: NodeJS.Process
 }
 
 /** Runs a build (or any command) to completion; rejects with its output if it fails. */
-export async function run(label: string, command: string, args: string[], cwd: string, env = hostEnv()): Promise<string> {
+export async function run(
+  label: string,
+  command: string,
+  args: string[],
+  cwd: string,
+  env = hostEnv(),
+): Promise<string> {
   const child = start(command, args, cwd, env);
   const timer = setTimeout(() => void child.stop(), 180_000);
   await child.exited;
@@ -114,7 +125,8 @@ export async function serve(
   const url = `http://127.0.0.1:${port}/`;
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.ended() !== undefined) throw new Error(`${label} ${child.ended()} before answering on ${url}:\n${child.output()}`);
+    if (child.ended() !== undefined)
+      throw new Error(`${label} ${child.ended()} before answering on ${url}:\n${child.output()}`);
     try {
       await fetch(url, { signal: AbortSignal.timeout(2_000) });
       return child;

@@ -3,7 +3,7 @@ import { webhookHandler } from "flag-webhooks/fetch";
 import { H3, serve } from "h3";
 
 const webhooks = webhookHandler({
-  secret: process.env.WEBHOOK_SECRET!,
+  secret: process.env.WEBHOOK_SECRET ?? "",
   dedupe: { store: new MemoryDedupeStore(), ttl: "10m" },
   onEvent(event) {
     if (event.type === "flag.updated") console.log("flag updated:", event.id, event.data.flag);

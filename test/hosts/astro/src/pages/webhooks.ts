@@ -3,7 +3,7 @@ import { MemoryDedupeStore } from "flag-webhooks";
 import { webhookHandler } from "flag-webhooks/fetch";
 
 const webhooks = webhookHandler({
-  secret: process.env.WEBHOOK_SECRET!,
+  secret: process.env.WEBHOOK_SECRET ?? "",
   dedupe: { store: new MemoryDedupeStore(), ttl: "10m" },
   onEvent(event) {
     if (event.type === "flag.updated") console.log("flag updated:", event.id, event.data.flag);

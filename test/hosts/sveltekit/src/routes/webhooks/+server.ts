@@ -8,7 +8,7 @@ let webhooks: ((request: Request) => Promise<Response>) | undefined;
 
 export const POST: RequestHandler = ({ request }) => {
   webhooks ??= webhookHandler({
-    secret: process.env.WEBHOOK_SECRET!,
+    secret: process.env.WEBHOOK_SECRET ?? "",
     dedupe: { store: new MemoryDedupeStore(), ttl: "10m" },
     onEvent(event) {
       if (event.type === "flag.updated") console.log("flag updated:", event.id, event.data.flag);
