@@ -59,6 +59,9 @@ function app(name: string): Promise<Served> {
 }
 
 beforeAll(() => {
+  if (!existsSync(join(hosts, "node_modules/.package-lock.json"))) {
+    throw new Error("test/hosts has no node_modules: run npm install --prefix test/hosts (npm test does)");
+  }
   // The packed package, as npm publish ships it, unpacked where every app resolves it from.
   // npm test builds dist first; --ignore-scripts keeps prepack from rebuilding it meanwhile.
   const scratch = mkdtempSync(join(tmpdir(), "flag-webhooks-hosts-"));
@@ -131,13 +134,22 @@ describe.each(table.map((row) => [row.host, row] as const))("%s", (_, row) => {
   let event: ReturnType<typeof createEvent<"flag.updated">>;
   let delivery: Awaited<ReturnType<typeof signedDelivery>>;
   const line = () => `flag updated: ${event.id} ${event.data.flag}`;
-  const send = (body: string, headers: Record<string, string>) =>
-    fetch(served.url(row.path), { method: "POST", headers, body, signal: AbortSignal.timeout(20_000) });
+  // A host that could not be built or started fails each of its tests with the reason, rather
+  // than leaving them skipped behind a failed hook.
+  let failure: unknown;
+  const send = (body: string, headers: Record<string, string>) => {
+    if (failure) throw failure;
+    return fetch(served.url(row.path), { method: "POST", headers, body, signal: AbortSignal.timeout(20_000) });
+  };
 
   beforeAll(async () => {
-    served = await app(row.app);
     event = createEvent("flag.updated", { data: { flag: row.id } });
     delivery = await signedDelivery({ secret: SECRET, event });
+    try {
+      served = await app(row.app);
+    } catch (error) {
+      failure = error;
+    }
   }, 300_000);
 
   it("handles a signed delivery: 2xx, and the handler saw the typed event", async () => {
