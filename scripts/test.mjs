@@ -36,6 +36,13 @@ const steps = [
       "installed",
     cmd: ["npm", "install", "--prefix", "tools/typescript-versions", "--no-audit", "--no-fund"],
   },
+  {
+    name: "the frameworks and platforms of the host tests",
+    // Installed apart from the root devDependencies; see test/hosts/package.json. Skipped when
+    // every package it and its workspaces name is there.
+    skipIf: () => hostsInstalled() && "installed",
+    cmd: ["npm", "install", "--prefix", "test/hosts", "--no-audit", "--no-fund"],
+  },
   { name: "lint and format (biome)", cmd: [bin("biome"), "check", "."] },
   { name: "typecheck src", cmd: [bin("tsc"), "-p", "tsconfig.json"] },
   { name: "typecheck tests, examples and benches", cmd: [bin("tsc"), "-p", "tsconfig.test.json"] },
@@ -48,6 +55,21 @@ const steps = [
   { name: "package lint (publint)", cmd: [bin("publint"), "--strict"] },
   { name: "package types (attw --pack)", cmd: [bin("attw"), "--pack", "."] },
 ];
+
+/** Whether test/hosts has every package its package.json and its workspaces' name installed. */
+function hostsInstalled() {
+  const hosts = join(root, "test/hosts");
+  const manifest = (dir) => JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+  const top = manifest(hosts);
+  return [hosts, ...(top.workspaces ?? []).map((name) => join(hosts, name))].every((dir) => {
+    const { dependencies = {}, devDependencies = {} } = manifest(dir);
+    return Object.keys({ ...dependencies, ...devDependencies }).every(
+      (name) =>
+        existsSync(join(dir, "node_modules", name, "package.json")) ||
+        existsSync(join(hosts, "node_modules", name, "package.json")),
+    );
+  });
+}
 
 mkdirSync(join(root, ".test-results"), { recursive: true });
 let passed = 0;

@@ -1,0 +1,3 @@
+import { defineNitroConfig } from "nitropack/config";
+
+export default defineNitroConfig({ compatibilityDate: "2025-01-01" });
