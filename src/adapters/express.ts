@@ -34,11 +34,13 @@ export type ExpressWebhookOptions<
 const FIX =
   "mount webhookMiddleware before express.json(), express.text() or any other body parser on this route, " +
   'use express.raw({ type: "*/*" }) for it, or keep the bytes with express.json({ verify: keepRawBody }); ' +
-  "in NestJS, create the app with NestFactory.create(AppModule, { rawBody: true })";
+  "in NestJS, create the app with NestFactory.create(AppModule, { rawBody: true }); in a Next.js API route, " +
+  "add export const config = { api: { bodyParser: false } }; on Vercel, set NODEJS_HELPERS=0 or export a fetch-style POST";
 
 /**
  * Express (and Connect, and plain `node:http`) middleware that verifies each delivery.
- * With `onEvent`, it runs it and answers itself: 204 (or the reply `onEvent` returns, or what it
+ * With `onEvent`, it runs it and answers itself (so `next` may be left out: a Next.js or Vercel
+ * `(req, res)` function can be the middleware itself): 204 (or the reply `onEvent` returns, or what it
  * wrote to `res`), 500 `handler_error` if it throws. Without `onEvent`, it puts the typed event
  * on `req.webhookEvent` and calls `next()`; with `dedupe`, the claim stands until the route ends its
  * answer, whatever the client does meanwhile: a 2xx marks the event handled, and leaves once the
@@ -61,7 +63,7 @@ const FIX =
 export function webhookMiddleware<
   Req extends IncomingMessage = IncomingMessage,
   Res extends ServerResponse = ServerResponse,
->(options: ExpressWebhookOptions<Req, Res>): (req: Req, res: Res, next: (error?: unknown) => void) => Promise<void> {
+>(options: ExpressWebhookOptions<Req, Res>): (req: Req, res: Res, next?: (error?: unknown) => void) => Promise<void> {
   // The route after us, or onEvent, is the handler: the delivery is settled with the answer Node
   // actually sends, whatever the client does meanwhile. Without onEvent that answer is also the
   // only sign the route finished.
@@ -82,6 +84,10 @@ export function webhookMiddleware<
           // undefined: the handler answered on `res` itself.
           if (answer && "status" in answer) sendAnswer(res, answer);
         });
+      }
+      if (typeof next !== "function") {
+        // Checked before the request is touched: without onEvent there is nothing else to hand it to.
+        throw new TypeError("flag-webhooks: webhookMiddleware without onEvent needs next() to hand the event to a route");
       }
       const result = receiver.accept(deliveryOf(req), req, res);
       if (!(result instanceof Promise)) return passOn(result, req, res, next);

@@ -688,3 +688,33 @@ describe("the Express middleware's promises", () => {
     expect(returned[0]).not.toBe(returned[1]);
   });
 });
+
+describe("a (req, res) function with onEvent needs no next (Next.js pages, Vercel, plain node:http)", () => {
+  const serve = serverPerTest();
+
+  it("answers the delivery itself when called with req and res alone", async () => {
+    const seen: string[] = [];
+    const handler = webhookMiddleware({ secret: "no-next", onEvent: (event) => void seen.push(event.type) });
+    const server = await serve(createServer((req, res) => void handler(req, res)));
+    expect((await post(server, await delivery("no-next"))).status).toBe(204);
+    expect(seen).toEqual(["flag.updated"]);
+  });
+
+  it("without onEvent, refuses to run with no next, before reading the request, saying why", async () => {
+    const handler = webhookMiddleware({ secret: "no-next" });
+    let refused: unknown;
+    const server = await serve(
+      createServer((req, res) => {
+        void handler(req, res).catch((error: unknown) => {
+          refused = error;
+          res.statusCode = 500;
+          res.end();
+        });
+      }),
+    );
+    expect((await post(server, await delivery("no-next"))).status).toBe(500);
+    expect(refused).toEqual(
+      new TypeError("flag-webhooks: webhookMiddleware without onEvent needs next() to hand the event to a route"),
+    );
+  });
+});

@@ -194,9 +194,11 @@ describe.each([
     const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
     const response = await fetch(served.url(path), { method: "POST", headers: delivery.headers, body: delivery.body });
     expect(response.status).toBe(500);
-    expect(await response.json()).toEqual({
-      error: { code: "body_already_parsed", message: expect.stringMatching(/^req\.body was already parsed/) },
-    });
+    const { error } = await response.json();
+    expect(error).toEqual({ code: "body_already_parsed", message: expect.stringMatching(/^req\.body was already parsed/) });
+    // The message names the line to add, for the host it is on.
+    expect(error.message).toContain("export const config = { api: { bodyParser: false } }");
+    expect(error.message).toContain("NODEJS_HELPERS=0");
   });
 });
 
