@@ -22,10 +22,13 @@ export interface EventMessage {
   retry(options?: { delaySeconds?: number }): void;
 }
 
-/** A batch as the Workers runtime hands it to a `queue` handler (`MessageBatch`). */
-export interface EventBatch {
+/**
+ * A batch as the Workers runtime hands it to a `queue` handler (`MessageBatch`); `Message` is the
+ * runtime's own message type where the consumer names it (`Message<WebhookEvent>`).
+ */
+export interface EventBatch<Message extends EventMessage = EventMessage> {
   readonly queue: string;
-  readonly messages: readonly EventMessage[];
+  readonly messages: readonly Message[];
 }
 
 /** Options of {@link enqueueTo}. */
@@ -97,21 +100,25 @@ export function enqueueTo(
   };
 }
 
-/** Options of {@link consumeEvents}. */
-export interface ConsumeEventsOptions<Env = unknown> {
+/**
+ * Options of {@link consumeEvents}: `Env` is the Worker's bindings, `Ctx` its execution context
+ * and `Message` its message type, each inferred from the handler type the consumer is assigned
+ * to (`ExportedHandler<Env, WebhookEvent>`) or given to `createRouter`.
+ */
+export interface ConsumeEventsOptions<Env = unknown, Ctx = unknown, Message extends EventMessage = EventMessage> {
   /**
    * Runs each event, typed (`event.type` narrows; a router from `createRouter` fits), with its
    * message, the Worker's `env` and the execution context. The message is acked when it resolves
    * and retried (`message.retry()`, up to the consumer's `max_retries`, then its dead-letter
    * queue) when it throws.
    */
-  onEvent: (event: WebhookEvent, message: EventMessage, env: Env, ctx: unknown) => unknown;
+  onEvent: (event: WebhookEvent, message: Message, env: Env, ctx: Ctx) => unknown;
   /**
    * Told of a message that holds no valid event (a `WebhookError` `invalid_payload`; the message
    * is acked, since a retry cannot fix it) and of an error `onEvent` threw (the message is
    * retried). Default: `console.error` with the message id and the error, never the body.
    */
-  onError?: (error: unknown, message: EventMessage) => void;
+  onError?: (error: unknown, message: Message) => void;
   /**
    * The key {@link enqueueTo} signs with (`signWith`), or a list of keys while rotating (newest
    * first): each message must carry a signature made with one of them. A message without a valid
@@ -140,10 +147,10 @@ export interface ConsumeEventsOptions<Env = unknown> {
  * export default { queue: consumeEvents({ onEvent: router }) };
  * ```
  */
-export function consumeEvents<Env = unknown>(
-  options: ConsumeEventsOptions<Env>,
-): (batch: EventBatch, env: Env, ctx: unknown) => Promise<void> {
-  const { onEvent, onError = report, verifyWith } = options ?? ({} as ConsumeEventsOptions<Env>);
+export function consumeEvents<Env = unknown, Ctx = unknown, Message extends EventMessage = EventMessage>(
+  options: ConsumeEventsOptions<Env, Ctx, Message>,
+): (batch: EventBatch<Message>, env: Env, ctx: Ctx) => Promise<void> {
+  const { onEvent, onError = report, verifyWith } = options ?? ({} as ConsumeEventsOptions<Env, Ctx, Message>);
   if (typeof onEvent !== "function") throw new TypeError('flag-webhooks: option "onEvent" must be a function');
   if (typeof onError !== "function") throw new TypeError('flag-webhooks: option "onError" must be a function');
   const keys = checkKeys(verifyWith, "consumeEvents");
@@ -176,7 +183,11 @@ function dataOf(body: unknown): unknown {
     : body;
 }
 
-function tell(onError: (error: unknown, message: EventMessage) => void, error: unknown, message: EventMessage): void {
+function tell<Message extends EventMessage>(
+  onError: (error: unknown, message: Message) => void,
+  error: unknown,
+  message: Message,
+): void {
   try {
     onError(error, message);
   } catch {
