@@ -87,7 +87,9 @@ export function webhookMiddleware<
       }
       if (typeof next !== "function") {
         // Checked before the request is touched: without onEvent there is nothing else to hand it to.
-        throw new TypeError("flag-webhooks: webhookMiddleware without onEvent needs next() to hand the event to a route");
+        throw new TypeError(
+          "flag-webhooks: webhookMiddleware without onEvent needs next() to hand the event to a route",
+        );
       }
       const result = receiver.accept(deliveryOf(req), req, res);
       if (!(result instanceof Promise)) return passOn(result, req, res, next);

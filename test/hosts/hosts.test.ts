@@ -195,7 +195,10 @@ describe.each([
     const response = await fetch(served.url(path), { method: "POST", headers: delivery.headers, body: delivery.body });
     expect(response.status).toBe(500);
     const { error } = await response.json();
-    expect(error).toEqual({ code: "body_already_parsed", message: expect.stringMatching(/^req\.body was already parsed/) });
+    expect(error).toEqual({
+      code: "body_already_parsed",
+      message: expect.stringMatching(/^req\.body was already parsed/),
+    });
     // The message names the line to add, for the host it is on.
     expect(error.message).toContain("export const config = { api: { bodyParser: false } }");
     expect(error.message).toContain("NODEJS_HELPERS=0");
