@@ -94,12 +94,16 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
   // once (and is waited for in untilLocked); the app's own busy_timeout is put back at once.
   const lock = () => {
     const row = statement("pragma busy_timeout").all()[0];
-    const previous = Number(row?.timeout ?? Object.values(row ?? {})[0] ?? 0);
+    const previous = Math.max(0, Math.floor(Number(row?.timeout ?? Object.values(row ?? {})[0] ?? 0)));
+    if (previous === 0) {
+      connection.exec(`begin immediate; savepoint ${MARK}`);
+      return;
+    }
     connection.exec("pragma busy_timeout = 0");
     try {
       connection.exec(`begin immediate; savepoint ${MARK}`);
     } finally {
-      connection.exec(`pragma busy_timeout = ${Math.max(0, Math.floor(previous))}`);
+      connection.exec(`pragma busy_timeout = ${previous}`);
     }
   };
   const rollback = () => {
