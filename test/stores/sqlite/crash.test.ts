@@ -124,9 +124,7 @@ describe.each([
             const text = eventBody(id);
             const targets = answerFirst === "1" ? [ids.indexOf(id) % 2] : [0, 1];
             await Promise.all(
-              targets.map((index) =>
-                deliverUntilOk(() => (receivers[index] as ReceiverProcess).port, text, tally),
-              ),
+              targets.map((index) => deliverUntilOk(() => (receivers[index] as ReceiverProcess).port, text, tally)),
             );
           });
         }
@@ -134,9 +132,10 @@ describe.each([
         await killer;
 
         const reader = new Database(file, { readonly: true });
-        const rows = reader
-          .prepare("select event_id, count(*) as n from effects group by event_id")
-          .all() as { event_id: string; n: number }[];
+        const rows = reader.prepare("select event_id, count(*) as n from effects group by event_id").all() as {
+          event_id: string;
+          n: number;
+        }[];
         reader.close();
         const effects = new Map(rows.map((row) => [row.event_id, row.n]));
         const lost = ids.filter((id) => !effects.has(id));

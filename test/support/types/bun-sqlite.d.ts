@@ -1482,15 +1482,7 @@ declare module "bun:sqlite" {
    * {@link Database.aggregate} can return. `undefined` is stored as `NULL`.
    */
   export type SQLFunctionResult =
-    | string
-    | bigint
-    | NodeJS.TypedArray
-    | ArrayBufferLike
-    | number
-    | boolean
-    | null
-    | undefined
-    | void;
+    string | bigint | NodeJS.TypedArray | ArrayBufferLike | number | boolean | null | undefined | void;
 
   /**
    * Options for {@link Database.function} and {@link Database.aggregate}
