@@ -278,8 +278,11 @@ function probe(port, duplicate) {
   });
 }
 
-/** Lets the requests still in flight when a load stopped be answered, so counts line up. */
-const settle = () => new Promise((resolve) => setTimeout(resolve, 200));
+/**
+ * Lets the requests still in flight when a load stopped be answered, so counts line up: 600 ms,
+ * so that a SQLite inbox's queue (10 deliveries waiting their turn behind 20 ms handlers) drains.
+ */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 600));
 
 function load(port, duration, duplicate) {
   return new Promise((resolve, reject) => {
