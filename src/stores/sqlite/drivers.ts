@@ -90,22 +90,7 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
     }
     return prepared;
   };
-  // BEGIN IMMEDIATE with the connection's busy_timeout at 0, so a lock held elsewhere fails at
-  // once (and is waited for in untilLocked); the app's own busy_timeout is put back at once.
-  const lock = () => {
-    const row = statement("pragma busy_timeout").all()[0];
-    const previous = Math.max(0, Math.floor(Number(row?.timeout ?? Object.values(row ?? {})[0] ?? 0)));
-    if (previous === 0) {
-      connection.exec(`begin immediate; savepoint ${MARK}`);
-      return;
-    }
-    connection.exec("pragma busy_timeout = 0");
-    try {
-      connection.exec(`begin immediate; savepoint ${MARK}`);
-    } finally {
-      connection.exec(`pragma busy_timeout = ${previous}`);
-    }
-  };
+  const lock = () => lockNow(connection, statement("pragma busy_timeout").all()[0]);
   const rollback = () => {
     try {
       connection.exec("rollback");
@@ -158,6 +143,25 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
       };
     },
   };
+}
+
+/**
+ * BEGIN IMMEDIATE and the inbox's savepoint, with the connection's busy_timeout at 0, so a lock
+ * held elsewhere fails at once (and is waited for in untilLocked); the app's own busy_timeout
+ * (`current`, the row `pragma busy_timeout` gave) is put back at once.
+ */
+function lockNow(connection: SyncShape, current: SqliteRow | undefined): void {
+  const previous = Math.max(0, Math.floor(Number(current?.timeout ?? Object.values(current ?? {})[0] ?? 0)));
+  if (previous === 0) {
+    connection.exec(`begin immediate; savepoint ${MARK}`);
+    return;
+  }
+  connection.exec("pragma busy_timeout = 0");
+  try {
+    connection.exec(`begin immediate; savepoint ${MARK}`);
+  } finally {
+    connection.exec(`pragma busy_timeout = ${previous}`);
+  }
 }
 
 /**
