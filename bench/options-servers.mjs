@@ -43,6 +43,17 @@ async function postgresInbox(scope) {
   return new PostgresInbox(await pgPool(), { scope });
 }
 
+/** A SqliteInbox on a better-sqlite3 connection to BENCH_SQLITE_FILE, in WAL mode. */
+async function sqliteInbox(scope) {
+  const { default: Database } = await import("better-sqlite3");
+  const { SqliteInbox } = await import(distUrl("sqlite.js"));
+  const db = new Database(process.env.BENCH_SQLITE_FILE);
+  db.pragma("journal_mode = wal");
+  const inbox = new SqliteInbox(db, { scope });
+  await inbox.migrate();
+  return inbox;
+}
+
 const TTL = "1h";
 /**
  * A MemoryDedupeStore as it is after running a while: full (maxKeys ids), so every new id evicts
@@ -71,6 +82,12 @@ const CASES = {
   // The transactional inbox: onEvent runs inside the inbox's transaction (the handler writes nothing).
   "postgres-inbox": async () => ({ inbox: await postgresInbox(`bench-${process.pid}`) }),
   "postgres-duplicate": async () => ({ inbox: await postgresInbox(`bench-${process.pid}`) }),
+  // A handler that awaits 20 ms, on each store.
+  "memory-20ms": async () => ({ dedupe: { store: fullMemoryStore(), ttl: TTL }, handlerMs: 20 }),
+  "postgres-inbox-20ms": async () => ({ inbox: await postgresInbox(`bench-${process.pid}`), handlerMs: 20 }),
+  "sqlite-inbox": async () => ({ inbox: await sqliteInbox("bench") }),
+  "sqlite-duplicate": async () => ({ inbox: await sqliteInbox("bench") }),
+  "sqlite-inbox-20ms": async () => ({ inbox: await sqliteInbox("bench"), handlerMs: 20 }),
   // The inbox as a lease-based DedupeStore, as RedisDedupeStore.
   "postgres-store": async () => ({ dedupe: { store: await postgresInbox(`bench-${process.pid}`), ttl: TTL } }),
   // @opentelemetry/api installed, no SDK registered: the library instrumented, the app not.
@@ -92,10 +109,12 @@ let handled = 0;
 // Every verified delivery makes its dedupe calls, even one whose connection the load generator
 // closed when it stopped: the per-request figures divide by this count.
 let verified = 0;
-const { inbox, ...option } = await CASES[name]();
+const { inbox, handlerMs = 0, ...option } = await CASES[name]();
+const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 function onEvent(event) {
   if (event.type !== "flag.updated") throw new Error("unexpected event");
   handled++;
+  if (handlerMs > 0) return wait(handlerMs).then(() => undefined);
 }
 const middleware = webhookMiddleware({
   secret: SECRET,

@@ -6,7 +6,10 @@
 // one id over and over. Redis round trips per response are counted with INFO commandstats. The
 // Postgres cases (flag-webhooks/postgres: the inbox's handle(), its duplicate, and the inbox as a
 // DedupeStore) run on a PostgreSQL started here through the tests' launcher (loaded with tsx),
-// their round trips counted as the statements the receiver's pg clients send.
+// their round trips counted as the statements the receiver's pg clients send. The SQLite cases
+// (flag-webhooks/sqlite: the inbox's handle() and its duplicate) run on better-sqlite3 over a WAL
+// file made here; the "-20ms" cases give the memory store, the Postgres inbox and the SQLite inbox
+// a handler that awaits 20 ms: what one writer costs when handlers wait.
 //
 // The telemetry cases (issue 18): `telemetry: openTelemetry()` with @opentelemetry/api and no SDK
 // registered, and with the SDK registered (spans and metrics to exporters that drop them).
@@ -78,6 +81,29 @@ const ALL_CASES = [
     name: "`dedupe` on `PostgresInbox` as a `DedupeStore` (pg Pool), new id each request",
     postgres: 2,
   },
+  // Each store with a handler that awaits 20 ms (a call to another service, say): a MemoryDedupeStore
+  // runs them side by side; PostgresInbox holds one connection each (a Pool of 10); the SQLite inbox
+  // has one writer, and a transaction held while its handler awaits makes the next one wait.
+  { id: "memory-20ms", name: "`dedupe` on a full `MemoryDedupeStore`, new id each request, a 20 ms handler" },
+  {
+    id: "postgres-inbox-20ms",
+    name: "`PostgresInbox.handle()` (pg Pool), new id each request, a 20 ms handler in its transaction",
+    postgres: 4,
+  },
+  // flag-webhooks/sqlite on a better-sqlite3 12 connection to a WAL file this script makes.
+  {
+    id: "sqlite-inbox",
+    name: "`SqliteInbox.handle()` (better-sqlite3, a WAL file), new id each request, the handler in its transaction",
+  },
+  {
+    id: "sqlite-duplicate",
+    name: "`SqliteInbox.handle()` (better-sqlite3, a WAL file), the same id each request",
+    duplicate: true,
+  },
+  {
+    id: "sqlite-inbox-20ms",
+    name: "`SqliteInbox.handle()` (better-sqlite3, a WAL file), new id each request, a 20 ms handler in its transaction",
+  },
   {
     id: "otel-api",
     name: "`telemetry: openTelemetry()`, `@opentelemetry/api` without an SDK",
@@ -137,6 +163,7 @@ function killAll() {
     redis.unref();
   }
   if (redisDir) rmSync(redisDir, { recursive: true, force: true });
+  if (sqliteDir) rmSync(sqliteDir, { recursive: true, force: true });
 }
 process.on("exit", killAll);
 for (const signal of ["SIGINT", "SIGTERM"]) {
@@ -202,6 +229,12 @@ if (postgres) {
   await admin.end();
 }
 
+// The SQLite cases' file: in a folder of its own, made here and removed at exit.
+let sqliteDir;
+if (CASES.some((c) => c.id.startsWith("sqlite"))) {
+  sqliteDir = mkdtempSync(join(tmpdir(), "flag-webhooks-bench-sqlite-"));
+}
+
 /** Redis commands executed so far (INFO itself excluded), from INFO commandstats. */
 async function redisCommands() {
   if (!inspector) return 0;
@@ -245,8 +278,11 @@ function probe(port, duplicate) {
   });
 }
 
-/** Lets the requests still in flight when a load stopped be answered, so counts line up. */
-const settle = () => new Promise((resolve) => setTimeout(resolve, 200));
+/**
+ * Lets the requests still in flight when a load stopped be answered, so counts line up: 600 ms,
+ * so that a SQLite inbox's queue (10 deliveries waiting their turn behind 20 ms handlers) drains.
+ */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 600));
 
 function load(port, duration, duplicate) {
   return new Promise((resolve, reject) => {
@@ -283,6 +319,7 @@ for (let round = 0; round < ROUNDS; round++) {
     const { child, port } = await startServer("options-servers.mjs", c.id, {
       BENCH_REDIS_URL: redisUrl ?? "",
       BENCH_DATABASE_URL: databaseUrl ?? "",
+      BENCH_SQLITE_FILE: sqliteDir ? join(sqliteDir, `${c.id}-${run}.db`) : "",
     });
     try {
       const first = await probe(port, c.duplicate);

@@ -2,18 +2,22 @@
 // service and an Express app that receives its webhooks with flag-webhooks (a typed router,
 // maxAge and dedupe); registers the app, creates a flag, turns it on, rolls it out, and shows each
 // signed delivery arriving as a typed event; then a tampered copy refused, a duplicate absorbed,
-// a stale replay refused (sent with the flag-webhooks command), a deleted webhook that gets
-// nothing more. Exits 1 if anything is not as promised.
+// a stale replay refused (sent with the flag-webhooks command), a receiver restarted and a
+// redelivery after it, a deleted webhook that gets nothing more. Exits 1 if anything is not as
+// promised. Where the runtime has SQLite built in (node:sqlite, Node 22.5 and later) the handled
+// ids are kept in a file (.demo/demo.db in the clone), so the restarted receiver still knows them;
+// on Node 20 they are kept in memory, and the restart forgets them, as the demo then says.
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import express from "express";
-import { createRouter, MemoryDedupeStore } from "flag-webhooks";
+import { createRouter, type DedupeStore, MemoryDedupeStore } from "flag-webhooks";
 import { createEmulator, type Delivery } from "flag-webhooks/emulator";
 import { webhookMiddleware } from "flag-webhooks/express";
+import { SqliteInbox } from "flag-webhooks/sqlite";
 import { describeEvent } from "../examples/handle-events.js";
 
 let failures = 0;
@@ -36,12 +40,31 @@ const server = app.listen(0, "127.0.0.1");
 await new Promise((done) => server.once("listening", done));
 const appUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
 
+// Where the app keeps the ids it handled: a SQLite file when the runtime has one built in.
+const sqlite = await import("node:sqlite").catch(() => undefined);
+const idsFile = resolve(import.meta.dirname, "../.demo/demo.db");
+let closeIds = () => {};
+/** The app's dedupe store, as a freshly started app opens it. */
+function openIds(): DedupeStore {
+  if (!sqlite) return new MemoryDedupeStore();
+  mkdirSync(resolve(idsFile, ".."), { recursive: true });
+  const db = new sqlite.DatabaseSync(idsFile);
+  db.exec("pragma journal_mode = wal");
+  closeIds = () => db.close();
+  const inbox = new SqliteInbox(db, { scope: "demo" });
+  inbox.migrate();
+  return inbox;
+}
+const where = sqlite
+  ? `ids kept in ${idsFile} (node:sqlite)`
+  : `ids kept in memory (Node ${process.versions.node} has no built-in SQLite: node:sqlite needs Node 22.5)`;
+
 const emulator = await createEmulator({
   retry: { initialDelayMs: 50 },
   actor: { type: "user", email: "dana@example.com" },
 });
 console.log(`Emulator of the feature-flag service: API ${emulator.url}, page ${emulator.pageUrl}`);
-console.log(`Express app listening on ${appUrl}, with maxAge "5m" and dedupe by event id\n`);
+console.log(`Express app listening on ${appUrl}, with maxAge "5m" and dedupe by event id; ${where}\n`);
 
 async function api(method: string, path: string, body?: unknown): Promise<unknown> {
   const base = path.startsWith("/_emulator") ? new URL(emulator.url).origin : `${emulator.url}/projects/demo`;
@@ -80,12 +103,15 @@ const webhook = (await api("POST", "/webhooks", {
   events: ["flag.created", "flag.updated", "rollout.step"],
 })) as { id: string; secret: string };
 secret = webhook.secret;
-receive = webhookMiddleware({
-  secret,
-  maxAge: "5m",
-  dedupe: { store: new MemoryDedupeStore(), ttl: "10m" },
-  onEvent: router,
-}) as express.RequestHandler;
+/** The app's receiver, as it starts: its dedupe store opened afresh. */
+const startReceiver = () =>
+  webhookMiddleware({
+    secret,
+    maxAge: "5m",
+    dedupe: { store: openIds(), ttl: "10m" },
+    onEvent: router,
+  }) as express.RequestHandler;
+receive = startReceiver();
 console.log(`→ registered the app as webhook ${webhook.id}; its secret went to the app (never printed)\n`);
 
 const created = await step("create the flag new-checkout (switched off in every environment)", () =>
@@ -162,6 +188,24 @@ rmSync(dir, { recursive: true, force: true });
 console.log(sent.replace(/^/gm, "   ").trimEnd());
 check(/401/.test(sent) && sent.includes("event_expired"), "the app refused the stale replay with 401 event_expired");
 
+const before = handled.length;
+const [afterRestart] = await step("restart the app's receiver, then redeliver the flag.updated", () => {
+  closeIds();
+  receive = startReceiver();
+  return api("POST", `/_emulator/deliveries/${on?.id}/redeliver`);
+});
+if (sqlite) {
+  check(
+    last(afterRestart)?.status === 204 && handled.length === before,
+    "the restarted receiver read its ids from the SQLite file: a duplicate, the handler not run again",
+  );
+} else {
+  check(
+    handled.length === before + 1,
+    "no built-in SQLite on this Node: the ids were in memory, so the restarted receiver ran the event again",
+  );
+}
+
 await api("DELETE", `/webhooks/${webhook.id}`);
 const after = await step(`delete webhook ${webhook.id}, then turn the flag off`, () =>
   api("PATCH", "/flags/new-checkout", { environment: "production", on: false }),
@@ -170,5 +214,6 @@ check(after.length === 0, "a deleted webhook gets nothing more");
 
 await emulator.close();
 server.close();
+closeIds();
 console.log(failures === 0 ? "\nEverything happened as promised." : `\n${failures} step(s) were not as promised.`);
 process.exit(failures === 0 ? 0 : 1);

@@ -1,0 +1,246 @@
+// The inbox's view of a SQLite database with interactive transactions: a synchronous connection
+// (node:sqlite, better-sqlite3, bun:sqlite, or any SqliteConnection) or an asynchronous client
+// (@libsql/client). Each is recognised by its shape; none is imported. A transaction is taken
+// with BEGIN IMMEDIATE, so the write lock is held from the start (never upgraded later, which
+// could fail at once with SQLITE_BUSY), and marked with a savepoint, so that COMMIT can see
+// whether the handler ended the inbox's transaction itself.
+import { withTimeout } from "../../util/timeout.js";
+import { isBusy, pause, turnsOf } from "./turns.js";
+import type { SqliteAsyncClient, SqliteAsyncTransaction, SqliteConnection, SqliteRow } from "./types.js";
+
+/** A value a statement of the inbox binds. */
+export type Param = string | number | null;
+
+/** A transaction held open until the inbox commits or rolls it back. */
+export interface OpenTransaction {
+  /** What the handler gets as `tx`. */
+  readonly tx: unknown;
+  /** One statement inside the transaction that returns rows (a SELECT, or a write with RETURNING). */
+  query(sql: string, params: readonly Param[]): Promise<SqliteRow[]>;
+  /** One statement inside the transaction that returns none. */
+  run(sql: string, params: readonly Param[]): Promise<void>;
+  /**
+   * COMMIT, once the inbox's savepoint is still there (else the handler ended the transaction):
+   * rejects, after rolling back, when the transaction did not commit. Gives the turn back.
+   */
+  commit(): Promise<void>;
+  /** Rolls back. Never rejects. Gives the turn back. */
+  rollback(): Promise<void>;
+}
+
+/** A database with interactive transactions, as the inbox uses it. */
+export interface InteractiveDriver {
+  /** Takes this connection's turn and the write lock, waiting for either until `deadline`. */
+  begin(deadline: number, expired: () => unknown): Promise<OpenTransaction>;
+}
+
+/** The savepoint that marks the inbox's transaction; gone if the handler ended it. */
+const MARK = "flag_webhooks_inbox";
+/** The longest pause between two tries of the write lock another process holds. */
+const MOST_PAUSE = 25;
+
+/** A synchronous connection, by its shape. */
+interface SyncShape {
+  prepare(sql: string): { all(...params: Param[]): SqliteRow[]; run(...params: Param[]): unknown };
+  exec(sql: string): unknown;
+}
+
+/** Whether `db` is a synchronous connection ({@link SqliteConnection}). */
+export function isConnection(db: unknown): db is SqliteConnection {
+  const c = db as Record<string, unknown> | null;
+  return typeof c?.prepare === "function" && typeof c.exec === "function";
+}
+
+/** Whether `db` is an asynchronous client in the shape of `@libsql/client`. */
+export function isAsyncClient(db: unknown): db is SqliteAsyncClient {
+  const c = db as Record<string, unknown> | null;
+  return typeof c?.execute === "function" && typeof c.transaction === "function";
+}
+
+/**
+ * Tries BEGIN IMMEDIATE without waiting, again and again until `deadline`, pausing a few ms
+ * between tries: a lock another process holds is waited for without blocking this process (a
+ * synchronous driver's own busy_timeout would stop its event loop for as long as it waits).
+ */
+async function untilLocked<T>(attempt: () => T | Promise<T>, deadline: number, expired: () => unknown): Promise<T> {
+  for (let wait = 1; ; wait = Math.min(MOST_PAUSE, wait * 2)) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!isBusy(error)) throw error;
+      if (Date.now() + wait > deadline) throw expired();
+    }
+    await pause(wait);
+  }
+}
+
+/**
+ * The driver for a synchronous connection. Every statement is synchronous, so nothing else runs
+ * between the inbox's own; the turn keeps a second transaction (or a statement of the inbox's)
+ * out while a handler awaits inside one.
+ */
+export function syncDriver(db: SqliteConnection): InteractiveDriver {
+  const connection = db as unknown as SyncShape;
+  const statements = new Map<string, ReturnType<SyncShape["prepare"]>>();
+  const statement = (sql: string) => {
+    let prepared = statements.get(sql);
+    if (!prepared) {
+      prepared = connection.prepare(sql);
+      statements.set(sql, prepared);
+    }
+    return prepared;
+  };
+  const lock = () => lockNow(connection, statement("pragma busy_timeout").all()[0]);
+  const rollback = () => {
+    try {
+      connection.exec("rollback");
+    } catch {
+      // No transaction left to roll back: SQLite or the handler already ended it.
+    }
+  };
+  const turns = turnsOf(db);
+  return {
+    async begin(deadline, expired) {
+      const free = await turns.take(deadline, expired);
+      try {
+        await untilLocked(lock, deadline, expired);
+      } catch (error) {
+        free();
+        throw error;
+      }
+      let ended = false;
+      const end = () => {
+        ended = true;
+        free();
+      };
+      return {
+        tx: db,
+        query: async (sql, params) => statement(sql).all(...params),
+        run: async (sql, params) => void statement(sql).run(...params),
+        async commit() {
+          if (ended) throw new Error("flag-webhooks: the inbox's transaction has already ended");
+          try {
+            try {
+              connection.exec(`release ${MARK}`);
+            } catch (error) {
+              throw handlerEnded(error);
+            }
+            // A COMMIT that fails (SQLITE_BUSY on a rollback journal that readers hold, a full
+            // disk) leaves the transaction open: it is rolled back, and the delivery is not handled.
+            connection.exec("commit");
+          } catch (error) {
+            rollback();
+            throw error;
+          } finally {
+            end();
+          }
+        },
+        async rollback() {
+          if (ended) return;
+          rollback();
+          end();
+        },
+      };
+    },
+  };
+}
+
+/**
+ * BEGIN IMMEDIATE and the inbox's savepoint, with the connection's busy_timeout at 0, so a lock
+ * held elsewhere fails at once (and is waited for in untilLocked); the app's own busy_timeout
+ * (`current`, the row `pragma busy_timeout` gave) is put back at once.
+ */
+function lockNow(connection: SyncShape, current: SqliteRow | undefined): void {
+  const previous = Math.max(0, Math.floor(Number(current?.timeout ?? Object.values(current ?? {})[0] ?? 0)));
+  if (previous === 0) {
+    connection.exec(`begin immediate; savepoint ${MARK}`);
+    return;
+  }
+  connection.exec("pragma busy_timeout = 0");
+  try {
+    connection.exec(`begin immediate; savepoint ${MARK}`);
+  } finally {
+    connection.exec(`pragma busy_timeout = ${previous}`);
+  }
+}
+
+/**
+ * The driver for an asynchronous client (`@libsql/client`): `transaction("write")` is its BEGIN
+ * IMMEDIATE (on a local file, on a connection of its own); each step is bounded by the deadline.
+ * On a local file the lock another process holds is waited for by SQLite itself (busy_timeout,
+ * set to what is left of the deadline on the connection the transaction takes): a BEGIN that
+ * fails with SQLITE_BUSY leaves libSQL's connection unusable ("SQL statements in progress") until
+ * the failed statement is garbage-collected, so it must not fail while a wait can still succeed.
+ */
+export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
+  const turns = turnsOf(client);
+  const local = (client as { protocol?: unknown }).protocol === "file";
+  const run = async (on: SqliteAsyncTransaction, sql: string, params: readonly Param[] = []) =>
+    rowsOf((await on.execute({ sql, args: params as never[] })).rows);
+  return {
+    async begin(deadline, expired) {
+      const free = await turns.take(deadline, expired);
+      let tx: SqliteAsyncTransaction;
+      try {
+        const left = Math.max(1, deadline - Date.now());
+        // The client's connection is the one its next transaction takes.
+        if (local) await client.execute({ sql: `pragma busy_timeout = ${left}`, args: [] });
+        tx = await withTimeout(client.transaction("write"), left, expired, (late) => {
+          void late.rollback().finally(() => late.close());
+        });
+      } catch (error) {
+        free();
+        throw error;
+      }
+      let ended = false;
+      const end = async (how: () => Promise<void>) => {
+        if (ended) return;
+        ended = true;
+        try {
+          await how();
+        } finally {
+          tx.close();
+          free();
+        }
+      };
+      try {
+        await run(tx, `savepoint ${MARK}`);
+      } catch (error) {
+        await end(() => tx.rollback()).catch(() => {});
+        throw error;
+      }
+      return {
+        tx,
+        query: (sql, params) => run(tx, sql, params),
+        run: async (sql, params) => void (await run(tx, sql, params)),
+        commit: () =>
+          end(async () => {
+            try {
+              await run(tx, `release ${MARK}`);
+            } catch (error) {
+              await tx.rollback().catch(() => {});
+              throw handlerEnded(error);
+            }
+            await tx.commit();
+          }),
+        rollback: () => end(() => tx.rollback()).catch(() => {}),
+      };
+    },
+  };
+}
+
+/** A client's rows (libSQL's Row objects read by column name, as records). */
+function rowsOf(rows: ArrayLike<unknown>): SqliteRow[] {
+  return Array.from(rows) as SqliteRow[];
+}
+
+/**
+ * The inbox's savepoint is gone: the handler ended the transaction (a COMMIT, ROLLBACK or BEGIN
+ * through `tx`), or SQLite rolled it back (a full disk, an I/O error).
+ */
+function handlerEnded(cause: unknown): Error {
+  return new Error(
+    "flag-webhooks: the inbox's transaction was ended before its COMMIT (by the handler, a COMMIT or ROLLBACK through tx, or by SQLite after an error)",
+    { cause },
+  );
+}

@@ -1,0 +1,353 @@
+// The transactional inbox on SQLite: the event id is written in the same transaction as the
+// handler's writes, and that transaction commits only when the receiver has decided the delivery
+// was handled (its final answer is 2xx), before that answer leaves. On D1 and a Durable Object's
+// storage, which cannot hold a transaction open, the handler returns its writes and they run at
+// COMMIT, in one batch with the id.
+import { WebhookError } from "../../errors.js";
+import type { WebhookEvent } from "../../events.js";
+import { duplicateReply } from "../../receiver/answers.js";
+import { type Enlisted, enlist, withRetention } from "../../receiver/enlist.js";
+import { parseDuration, TIMER_MAX } from "../../util/duration.js";
+import { withTimeout } from "../../util/timeout.js";
+import type { ClaimResult, DedupeStore } from "../contract.js";
+import { checkScope, claimToken, storedId } from "../keys.js";
+import { type BatchDriver, d1Driver, durableObjectDriver, isD1, isDurableObjectSql } from "./batch.js";
+import {
+  asyncDriver,
+  type InteractiveDriver,
+  isAsyncClient,
+  isConnection,
+  type OpenTransaction,
+  type Param,
+  syncDriver,
+} from "./drivers.js";
+import { type InboxStatements, statementsFor } from "./statements.js";
+import { isStoreFailure } from "./turns.js";
+import type { InboxHandler, InboxTransaction, SqliteDatabase, SqliteInboxOptions, SqliteRow } from "./types.js";
+
+const PRUNE_BATCH = 1000;
+
+/**
+ * The transactional inbox on SQLite: the event id is inserted in the transaction the handler
+ * writes in, so the id and the handler's writes commit together or not at all, whatever crashes.
+ * The receiver decides: the transaction commits when the delivery's final answer is 2xx, before
+ * that answer leaves (503 if COMMIT fails), and rolls back otherwise, so the sender's retry runs
+ * it again. A copy of a committed event answers a duplicate 204 without running the handler.
+ * SQLite has one writer: the inbox runs one transaction at a time per connection, and a delivery
+ * waits for its turn (and for the write lock another process holds) up to `timeout`, then
+ * answers `503 store_unavailable`. It is also a lease-based {@link DedupeStore}.
+ *
+ * Takes `node:sqlite`'s `DatabaseSync`, a `better-sqlite3` or `bun:sqlite` `Database`, an
+ * `@libsql/client` client, a Cloudflare D1 binding, or a Durable Object's `ctx.storage`; none is
+ * a dependency of flag-webhooks.
+ *
+ * @example
+ * ```ts
+ * const inbox = new SqliteInbox(new DatabaseSync("app.db"), { scope: "audit-app" });
+ * inbox.migrate();
+ * app.post("/webhooks", webhookMiddleware({
+ *   secret,
+ *   onEvent: inbox.handle((event, tx) => {
+ *     tx.prepare("insert into audit (event_id, type) values (?, ?)").run(event.id, event.type);
+ *   }),
+ * }));
+ * ```
+ */
+export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements DedupeStore {
+  readonly #interactive: InteractiveDriver | undefined;
+  readonly #batch: BatchDriver | undefined;
+  readonly #sql: InboxStatements;
+  readonly #scope: string;
+  readonly #retention: number;
+  readonly #timeout: number;
+  // The value of this instance's DedupeStore claims: release() deletes only rows holding it.
+  readonly #token = claimToken();
+
+  constructor(db: Db, options: SqliteInboxOptions) {
+    if (typeof options !== "object" || options === null) {
+      throw new TypeError('flag-webhooks: SqliteInbox needs options with a "scope"');
+    }
+    this.#scope = checkScope(options.scope, "SqliteInbox");
+    this.#sql = statementsFor(options.table ?? "flag_webhooks_inbox");
+    this.#retention = parseDuration(options.retention ?? "30d", "retention");
+    this.#timeout = parseDuration(options.timeout ?? "5s", "timeout", TIMER_MAX);
+    if (isD1(db)) this.#batch = d1Driver(db);
+    else if (isDurableObjectSql(db)) this.#batch = durableObjectDriver(db);
+    else if (isAsyncClient(db)) this.#interactive = asyncDriver(db);
+    else if (isConnection(db)) this.#interactive = syncDriver(db);
+    else {
+      throw new TypeError(
+        "flag-webhooks: SqliteInbox needs a SQLite database: node:sqlite DatabaseSync, a better-sqlite3 or bun:sqlite Database, an @libsql/client client, a D1 binding or a Durable Object's ctx.storage",
+      );
+    }
+  }
+
+  /**
+   * Creates the table and its index if they are missing; silent, and safe to run at every start,
+   * from several processes at once. Synchronous connections need no `await` (it resolves at once).
+   *
+   * @example
+   * ```ts
+   * await new SqliteInbox(db, { scope: "audit-app" }).migrate();
+   * ```
+   */
+  async migrate(): Promise<void> {
+    const [table, index] = this.#sql.create as [string, string];
+    if (this.#batch) {
+      await this.#batch.batch(
+        [
+          { sql: table, params: [] },
+          { sql: index, params: [] },
+        ],
+        [],
+      );
+      return;
+    }
+    await this.#transaction(async (open) => {
+      await open.run(table, []);
+      await open.run(index, []);
+    });
+  }
+
+  /**
+   * An `onEvent` that runs `fn(event, tx, ...context)` in a transaction with the event id: the id
+   * and `fn`'s writes through `tx` commit together, once, when the receiver's final answer is 2xx
+   * and before it leaves. A committed id answers a duplicate 204 (`webhook-duplicate: true`)
+   * without running `fn`; `fn` throwing, or any answer but 2xx, rolls back; the database failing
+   * (locked past `timeout`, full, read-only, gone), or a COMMIT that did not commit, answers `503
+   * store_unavailable`. `fn` must not end the transaction itself (no COMMIT, ROLLBACK or BEGIN
+   * through `tx`): the inbox sees it, and answers 503 rather than a 2xx it cannot stand behind.
+   *
+   * On D1 and a Durable Object's storage, `fn(event, db, ...context)` returns the statements to
+   * run (`db.prepare(sql).bind(...)`, or `[sql, ...bindings]`), and they run at COMMIT in one
+   * atomic batch with the insert of the id. Called outside a receiver (a queue consumer), it
+   * commits when `fn` resolves.
+   *
+   * @example
+   * ```ts
+   * // D1: the statements run in one batch with the event id, or not at all.
+   * const inbox = new SqliteInbox(env.DB, { scope: "audit-app" });
+   * const onEvent = inbox.handle((event, db) => [
+   *   db.prepare("insert into audit (event_id, type) values (?, ?)").bind(event.id, event.type),
+   * ]);
+   * ```
+   */
+  handle<Context extends unknown[] = unknown[]>(
+    fn: InboxHandler<Db, Context>,
+  ): (event: WebhookEvent, ...context: Context) => Promise<unknown> {
+    if (typeof fn !== "function") throw new TypeError("flag-webhooks: inbox.handle() takes a function");
+    const run = fn as (event: WebhookEvent, tx: unknown, ...context: Context) => unknown;
+    const handler = this.#batch
+      ? (event: WebhookEvent, ...context: Context) => this.#handleBatch(this.#batch as BatchDriver, run, event, context)
+      : (event: WebhookEvent, ...context: Context) => this.#handleInteractive(run, event, context);
+    return withRetention(handler, this.#retention);
+  }
+
+  /**
+   * Deletes this scope's expired ids (handled ids past `retention`, DedupeStore ids past their
+   * ttl, lapsed claims), 1,000 at a time, each batch in a transaction of its own (so deliveries
+   * get their turns between them); resolves with how many. Schedule it (docs/sqlite.md).
+   *
+   * @example
+   * ```ts
+   * setInterval(() => inbox.prune().catch(console.error), 60 * 60 * 1000).unref();
+   * ```
+   */
+  async prune(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const rows = await this.#write(this.#sql.prune(PRUNE_BATCH), [this.#scope, Date.now()]);
+      total += rows.length;
+      if (rows.length < PRUNE_BATCH) return total;
+    }
+  }
+
+  /** DedupeStore: claims `eventId` for `lease` ms (insert, or take over an expired row). */
+  async claim(eventId: string, lease: number): Promise<ClaimResult> {
+    const id = await storedId(eventId);
+    const now = Date.now();
+    const claim = [this.#scope, id, this.#token, now + Math.max(1, Math.ceil(lease)), now, now];
+    const state = async (query: (sql: string, params: readonly Param[]) => Promise<SqliteRow[]>) => {
+      if ((await query(this.#sql.claimLease, claim)).length > 0) return "claimed";
+      // Not claimed: the id is there unexpired (none but a done one is "done").
+      const rows = await query(this.#sql.state, [this.#scope, id, now]);
+      return rows[0]?.state === "done" ? "done" : "in_flight";
+    };
+    if (this.#batch) {
+      const batch = this.#batch;
+      return state((sql, params) => batch.query(sql, params));
+    }
+    return this.#transaction((open) => state((sql, params) => open.query(sql, params)));
+  }
+
+  /** DedupeStore: marks `eventId` handled for `ttl` ms. */
+  async complete(eventId: string, ttl: number): Promise<void> {
+    const id = await storedId(eventId);
+    const now = Date.now();
+    await this.#write(this.#sql.complete, [this.#scope, id, now + Math.max(1, Math.ceil(ttl)), now], false);
+  }
+
+  /** DedupeStore: frees this instance's claim on `eventId`; never another instance's, never a done id. */
+  async release(eventId: string): Promise<void> {
+    const id = await storedId(eventId);
+    await this.#write(this.#sql.release, [this.#scope, id, this.#token], false);
+  }
+
+  /** handle() on a database with interactive transactions. */
+  async #handleInteractive<Context extends unknown[]>(
+    fn: (event: WebhookEvent, tx: unknown, ...context: Context) => unknown,
+    event: WebhookEvent,
+    context: Context,
+  ): Promise<unknown> {
+    const id = await storedId(event.id);
+    const open = await this.#begin();
+    let state: string;
+    try {
+      state = await this.#claimDone(open, id);
+    } catch (error) {
+      await open.rollback();
+      throw unavailable(error);
+    }
+    if (state !== "claimed") {
+      await open.rollback();
+      if (state === "done") return duplicateReply();
+      // Claimed, unexpired, committed: a DedupeStore claim of this scope (the same scope used both ways).
+      throw inProgress(event.id);
+    }
+    const unit: Enlisted = {
+      commit: () => this.#bounded(open.commit()),
+      rollback: () => open.rollback(),
+      retention: this.#retention,
+    };
+    return this.#settle(event, unit, () => fn(event, open.tx as InboxTransaction<Db>, ...context));
+  }
+
+  /** handle() on D1 or a Durable Object's storage: the handler's statements run at COMMIT, with the id. */
+  async #handleBatch<Context extends unknown[]>(
+    driver: BatchDriver,
+    fn: (event: WebhookEvent, db: unknown, ...context: Context) => unknown,
+    event: WebhookEvent,
+    context: Context,
+  ): Promise<unknown> {
+    const id = await storedId(event.id);
+    const now = Date.now();
+    let rows: SqliteRow[];
+    try {
+      rows = await this.#bounded(driver.query(this.#sql.state, [this.#scope, id, now]));
+    } catch (error) {
+      throw unavailable(error);
+    }
+    if (rows[0]?.state === "done") return duplicateReply();
+    if (rows[0]?.state === "claimed") throw inProgress(event.id);
+    let statements: readonly unknown[] = [];
+    const unit: Enlisted = {
+      // A copy that committed first makes the insert fail on the primary key, and the batch with it.
+      commit: () =>
+        this.#bounded(
+          driver.batch(
+            [
+              { sql: this.#sql.dropExpired, params: [this.#scope, id, Date.now()] },
+              { sql: this.#sql.insertDone, params: [this.#scope, id, Date.now() + this.#retention, Date.now()] },
+            ],
+            statements,
+          ),
+        ),
+      rollback: async () => {},
+      retention: this.#retention,
+    };
+    return this.#settle(event, unit, async () => {
+      statements = driver.check(await fn(event, driver.database, ...context));
+      return undefined;
+    });
+  }
+
+  /**
+   * Enlists `unit` in the receiver's decision and runs the handler: the receiver commits or rolls
+   * back; without a receiver, it commits when the handler resolves. A store's failure inside the
+   * handler (a full disk, a locked or read-only file) answers 503, not 500.
+   */
+  async #settle(event: WebhookEvent, unit: Enlisted, run: () => unknown): Promise<unknown> {
+    let enlisted: boolean;
+    try {
+      enlisted = enlist(event, unit);
+    } catch (error) {
+      await unit.rollback();
+      throw error;
+    }
+    let value: unknown;
+    try {
+      value = await run();
+    } catch (error) {
+      if (!enlisted) await unit.rollback();
+      throw isStoreFailure(error) ? unavailable(error) : error;
+    }
+    if (!enlisted) await unit.commit().catch((error: unknown) => Promise.reject(unavailable(error)));
+    return value;
+  }
+
+  /** The claim of `id` as done in `open`: "claimed", or the state of the id already there. */
+  async #claimDone(open: OpenTransaction, id: string): Promise<string> {
+    const now = Date.now();
+    const claimed = await open.query(this.#sql.claimDone, [this.#scope, id, now + this.#retention, now, now]);
+    if (claimed.length > 0) return "claimed";
+    // The write lock is ours: the row there is committed, and this read sees it.
+    const rows = await open.query(this.#sql.state, [this.#scope, id, now]);
+    return String(rows[0]?.state ?? "claimed");
+  }
+
+  /** This connection's turn and the write lock, within `timeout`; 503 past it or on failure. */
+  async #begin(): Promise<OpenTransaction> {
+    const driver = this.#interactive as InteractiveDriver;
+    try {
+      return await driver.begin(Date.now() + this.#timeout, () => this.#expired());
+    } catch (error) {
+      throw unavailable(error);
+    }
+  }
+
+  /** Runs `work` in a transaction of its own: committed when it resolves, rolled back when it rejects. */
+  async #transaction<T>(work: (open: OpenTransaction) => Promise<T>): Promise<T> {
+    const open = await this.#begin();
+    let value: T;
+    try {
+      value = await this.#bounded(work(open));
+    } catch (error) {
+      await open.rollback();
+      throw error;
+    }
+    await open.commit();
+    return value;
+  }
+
+  /** One write on its own, in a transaction of its own where the database has them. */
+  async #write(sql: string, params: readonly Param[], rows = true): Promise<SqliteRow[]> {
+    if (this.#batch) {
+      const batch = this.#batch;
+      if (rows) return this.#bounded(batch.query(sql, params));
+      await this.#bounded(batch.batch([{ sql, params }], []));
+      return [];
+    }
+    return this.#transaction(async (open) => {
+      if (rows) return open.query(sql, params);
+      await open.run(sql, params);
+      return [];
+    });
+  }
+
+  #expired(): Error {
+    return new Error(`SQLite did not give the inbox its turn and the write lock within ${this.#timeout} ms`);
+  }
+
+  #bounded<T>(work: Promise<T>): Promise<T> {
+    return withTimeout(work, this.#timeout, () => new Error(`SQLite did not answer within ${this.#timeout} ms`));
+  }
+}
+
+function inProgress(id: string): WebhookError {
+  return new WebhookError("delivery_in_progress", `event ${id} is being handled by another delivery; retry later`);
+}
+
+function unavailable(cause: unknown): WebhookError {
+  if (cause instanceof WebhookError) return cause;
+  return new WebhookError("store_unavailable", "the SQLite inbox is unavailable; retry later", { cause });
+}

@@ -1,0 +1,228 @@
+import { randomUUID } from "node:crypto";
+import { rmSync } from "node:fs";
+import Database from "better-sqlite3";
+import type { WebhookEvent } from "flag-webhooks";
+import { SqliteInbox } from "flag-webhooks/sqlite";
+import { afterAll, describe, expect, it } from "vitest";
+import { storedId } from "../../../src/stores/keys.js";
+import { eventBody as body, closeReceivers, databaseFile, receiver } from "../../support/sqlite.js";
+
+// The SQLite inbox when the database fails under it, on real files (better-sqlite3 12, Node 20):
+// a file locked by another connection, a read-only database, a full database, a file deleted
+// under the app, a handler that ends the inbox's transaction itself, and ids a table could not
+// hold as they are. Never a 2xx without the commit, and nothing lost: the sender's retry runs it.
+
+afterAll(closeReceivers);
+const opened: Database.Database[] = [];
+afterAll(() => {
+  for (const db of opened) if (db.open) db.close();
+});
+
+/** A connection on a new file (WAL unless said), with the inbox's table and an effects table. */
+function fresh(journal = "wal", file = databaseFile()): { db: Database.Database; file: string } {
+  const db = new Database(file);
+  opened.push(db);
+  db.pragma(`journal_mode = ${journal}`);
+  db.exec("create table effects (event_id text not null, payload blob)");
+  new SqliteInbox(db, { scope: "setup" }).migrate();
+  return { db, file };
+}
+const count = (db: Database.Database, sql: string, ...params: unknown[]) =>
+  (db.prepare(sql).get(...params) as { n: number }).n;
+const effects = (db: Database.Database, id: string) =>
+  count(db, "select count(*) as n from effects where event_id = ?", id);
+
+describe("SqliteInbox when the database fails", () => {
+  it("a file locked by another connection: 503 with Retry-After within about timeout, the handler not run; then handled", async () => {
+    const { db, file } = fresh();
+    const other = new Database(file);
+    opened.push(other);
+    let ran = 0;
+    const send = await receiver(
+      "Express",
+      new SqliteInbox(db, { scope: "locked", timeout: 300 }).handle((event, tx) => {
+        ran++;
+        tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+      }),
+    );
+    other.exec("begin exclusive");
+    const id = `evt_${randomUUID()}`;
+    const started = performance.now();
+    const answer = await send(body(id));
+    const waited = performance.now() - started;
+    expect([answer.status, answer.json?.error?.code, answer.headers["retry-after"]]).toEqual([
+      503,
+      "store_unavailable",
+      "10",
+    ]);
+    // It waited for the lock without stopping the event loop, then gave up.
+    expect(waited).toBeGreaterThanOrEqual(280);
+    expect(waited).toBeLessThan(2000);
+    expect(ran).toBe(0);
+    other.exec("rollback");
+    expect((await send(body(id))).status).toBe(204);
+    expect([ran, effects(db, id)]).toEqual([1, 1]);
+    // The app's own busy_timeout is left as it was (better-sqlite3's default, 5 s).
+    expect(db.pragma("busy_timeout", { simple: true })).toBe(5000);
+  });
+
+  it("a read-only database: 503 store_unavailable, never a 2xx; migrate() says why", async () => {
+    const { file } = fresh();
+    const readonly = new Database(file, { readonly: true });
+    opened.push(readonly);
+    const inbox = new SqliteInbox(readonly, { scope: "readonly" });
+    await expect(inbox.migrate()).rejects.toThrow(/readonly|read-only|unavailable/i);
+    let ran = 0;
+    const send = await receiver(
+      "Koa",
+      inbox.handle(() => {
+        ran++;
+      }),
+    );
+    const answer = await send(body(`evt_${randomUUID()}`));
+    expect([answer.status, answer.json?.error?.code]).toEqual([503, "store_unavailable"]);
+    expect(ran).toBe(0);
+  });
+
+  it("a full database (max_page_count): the handler's write fails, 503 and rolled back; with room again, the retry writes once", async () => {
+    const { db } = fresh();
+    const send = await receiver(
+      "fetch",
+      new SqliteInbox(db, { scope: "full" }).handle((event, tx) => {
+        tx.prepare("insert into effects (event_id, payload) values (?, ?)").run(event.id, Buffer.alloc(64 * 1024));
+      }),
+    );
+    const pages = count(db, "select page_count as n from pragma_page_count()");
+    db.pragma(`max_page_count = ${pages + 4}`);
+    const id = `evt_${randomUUID()}`;
+    const answer = await send(body(id));
+    expect([answer.status, answer.json?.error?.code]).toEqual([503, "store_unavailable"]);
+    expect(effects(db, id)).toBe(0);
+    expect(count(db, "select count(*) as n from flag_webhooks_inbox where id = ?", id)).toBe(0);
+    // Full before the claim itself: the inbox's own insert fails, also 503.
+    db.pragma(`max_page_count = ${count(db, "select page_count as n from pragma_page_count()")}`);
+    const many = await Promise.all(
+      Array.from({ length: 40 }, () => send(body(`evt_${randomUUID()}_${"x".repeat(900)}`))),
+    );
+    expect(many.every((a) => a.status === 503 || a.status === 204)).toBe(true);
+    expect(many.some((a) => a.status === 503)).toBe(true);
+    db.pragma("max_page_count = 1073741823");
+    expect((await send(body(id))).status).toBe(204);
+    expect(effects(db, id)).toBe(1);
+    expect(db.inTransaction).toBe(false);
+  });
+
+  it("a file deleted under the app: with a rollback journal, 503 (SQLITE_READONLY_DBMOVED), never a 2xx", async () => {
+    const { db, file } = fresh("delete");
+    const send = await receiver(
+      "Lambda",
+      new SqliteInbox(db, { scope: "deleted" }).handle((event, tx) => {
+        tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+      }),
+    );
+    expect((await send(body(`evt_${randomUUID()}`))).status).toBe(204);
+    rmSync(file);
+    const answer = await send(body(`evt_${randomUUID()}`));
+    expect([answer.status, answer.json?.error?.code]).toEqual([503, "store_unavailable"]);
+  });
+
+  it("a file deleted under the app in WAL mode: SQLite goes on writing to the deleted file (what docs/sqlite.md warns of)", async () => {
+    const { db, file } = fresh("wal");
+    const onEvent = new SqliteInbox(db, { scope: "deleted-wal" }).handle((event, tx) => {
+      tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+    });
+    rmSync(file);
+    const id = `evt_${randomUUID()}`;
+    // Committed, into a file no process can open again: the id and the effect are lost together.
+    expect(await onEvent({ id } as WebhookEvent)).toBeUndefined();
+    expect(effects(db, id)).toBe(1);
+    const reopened = new Database(file);
+    opened.push(reopened);
+    expect(count(reopened, "select count(*) as n from sqlite_master")).toBe(0);
+  });
+});
+
+describe("a handler that ends the inbox's transaction itself: never a 2xx", () => {
+  const { db } = fresh();
+  const cases: [name: string, end: (tx: Database.Database) => void, after: string][] = [
+    ["COMMIT through tx", (tx) => tx.exec("commit"), "the id committed mid-handler: the retry is a duplicate"],
+    ["ROLLBACK through tx", (tx) => tx.exec("rollback"), "nothing committed: the retry runs it"],
+    [
+      "COMMIT then BEGIN through tx",
+      (tx) => tx.exec("commit; begin"),
+      "the id committed mid-handler: the retry is a duplicate",
+    ],
+  ];
+  it.each(cases)("%s: 503, and after the retry the effect is there once", async (_name, end) => {
+    const misbehave = new Set<string>();
+    const send = await receiver(
+      "Express",
+      new SqliteInbox(db, { scope: `ends-${randomUUID()}` }).handle((event, tx) => {
+        tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+        if (misbehave.delete(event.id)) end(tx);
+      }),
+    );
+    const id = `evt_${randomUUID()}`;
+    misbehave.add(id);
+    const answer = await send(body(id));
+    expect([answer.status, answer.json?.error?.code]).toEqual([503, "store_unavailable"]);
+    expect(db.inTransaction).toBe(false);
+    const retry = await send(body(id));
+    expect(retry.status).toBe(204);
+    expect(effects(db, id)).toBe(1);
+  });
+
+  it("BEGIN through tx inside the transaction fails in the handler: 500, rolled back, the retry runs it", async () => {
+    let first = true;
+    const send = await receiver(
+      "Express",
+      new SqliteInbox(db, { scope: "begin-inside" }).handle((event, tx) => {
+        tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+        if (first) {
+          first = false;
+          tx.exec("begin");
+        }
+      }),
+    );
+    const id = `evt_${randomUUID()}`;
+    expect((await send(body(id))).status).toBe(500);
+    expect(effects(db, id)).toBe(0);
+    expect((await send(body(id))).status).toBe(204);
+    expect(effects(db, id)).toBe(1);
+  });
+
+  it("a savepoint of the handler's own (its ORM's nested transaction) is fine: 204", async () => {
+    const onEvent = new SqliteInbox(db, { scope: "nested" }).handle((event, tx) => {
+      tx.exec("savepoint mine");
+      tx.prepare("insert into effects (event_id) values (?)").run(`${event.id}-undone`);
+      tx.exec("rollback to mine; release mine");
+      tx.transaction(() => tx.prepare("insert into effects (event_id) values (?)").run(event.id))();
+    });
+    const id = `evt_${randomUUID()}`;
+    expect(await onEvent({ id } as WebhookEvent)).toBeUndefined();
+    expect([effects(db, id), effects(db, `${id}-undone`)]).toEqual([1, 0]);
+  });
+});
+
+describe("ids a table could not hold as they are", () => {
+  it("are stored by the stores' one rule (storedId): long ids, NUL and lone surrogates hashed, each handled once", async () => {
+    const { db } = fresh();
+    const inbox = new SqliteInbox(db, { scope: "ids" });
+    const onEvent = inbox.handle((event, tx) => {
+      tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+    });
+    const long = `evt_${"é".repeat(3000)}`;
+    for (const id of [long, `${long}x`, "evt_\u0000nul", "evt_\ud800", "evt_plain", `#${"0".repeat(64)}`]) {
+      expect(await onEvent({ id } as WebhookEvent)).toBeUndefined();
+      expect(await onEvent({ id } as WebhookEvent)).toMatchObject({ status: 204 });
+      const rows = db
+        .prepare("select id from flag_webhooks_inbox where scope = 'ids' and id = ?")
+        .all(await storedId(id));
+      expect(rows).toHaveLength(1);
+    }
+    expect(count(db, "select count(*) as n from flag_webhooks_inbox where scope = 'ids'")).toBe(6);
+    expect(count(db, "select max(length(id)) as n from flag_webhooks_inbox where scope = 'ids'")).toBeLessThanOrEqual(
+      1024,
+    );
+  });
+});
