@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { createHmac, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join, resolve } from "node:path";
@@ -15,8 +15,9 @@ import { type LambdaProxyEventV2, webhookHandler as lambdaHandler } from "flag-w
 import Koa from "koa";
 import request from "supertest";
 import { entries, specifier } from "../../entries.js";
-import { close, listen } from "../http.js";
+import { signatureOf } from "./deliveries.js";
 import { freePort } from "./free-port.js";
+import { close, listen } from "./http.js";
 
 // Shared by the SQLite inbox's tests (test/stores/sqlite/): files in the clone, signed
 // deliveries, a receiver of each adapter around an `onEvent`, and receiver processes (the fixture
@@ -43,8 +44,7 @@ export function eventBody(id: string): string {
     data: { flag: "new-checkout", changes: [], actor: { type: "user", email: "dana@example.com" } },
   });
 }
-export const signBody = (text: string, secret = SQLITE_SECRET) =>
-  createHmac("sha256", secret).update(text).digest("hex");
+export const signBody = (text: string, secret = SQLITE_SECRET): Promise<string> => signatureOf(secret, text);
 
 export interface Reply {
   status: number;
@@ -77,7 +77,7 @@ export async function receiver(
       const result = await handler(
         {
           ...template,
-          headers: { "content-type": "application/json", "service-signature": signBody(text) },
+          headers: { "content-type": "application/json", "service-signature": await signBody(text) },
           body: text,
           isBase64Encoded: false,
         },
@@ -106,7 +106,7 @@ export async function receiver(
     const answer = await request(http)
       .post("/webhooks")
       .set("content-type", "application/json")
-      .set("service-signature", signBody(text))
+      .set("service-signature", await signBody(text))
       .send(text);
     return {
       status: answer.status,

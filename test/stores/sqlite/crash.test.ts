@@ -1,7 +1,8 @@
-import { createHmac, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
+import { signatureOf } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
 import {
   databaseFile,
@@ -19,8 +20,6 @@ import {
 // and broken connection; at the end each event has exactly one effect row. The effects table has
 // no unique key: only the inbox keeps a second row out. On better-sqlite3, and on libSQL.
 
-const sign = (text: string) => createHmac("sha256", SQLITE_SECRET).update(text).digest("hex");
-
 interface Tally {
   statuses: Map<number, number>;
   broken: number;
@@ -32,7 +31,7 @@ async function deliverUntilOk(port: () => number, text: string, tally: Tally): P
     try {
       const answer = await fetch(`http://127.0.0.1:${port()}/webhooks`, {
         method: "POST",
-        headers: { "content-type": "application/json", "service-signature": sign(text) },
+        headers: { "content-type": "application/json", "service-signature": await signatureOf(SQLITE_SECRET, text) },
         body: text,
         signal: AbortSignal.timeout(10_000),
       });

@@ -1,10 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { createHmac, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { expect, it } from "vitest";
 import { bundleWorker } from "../../support/cloudflare-bundle.js";
+import { signatureOf } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
 import { databaseFile } from "../../support/sqlite.js";
 
@@ -19,7 +20,6 @@ import { databaseFile } from "../../support/sqlite.js";
 
 const root = resolve(import.meta.dirname, "../../..");
 const SECRET = "whsec-sqlite-d1-crash";
-const sign = (text: string) => createHmac("sha256", SECRET).update(text).digest("hex");
 
 function body(id: string): string {
   return JSON.stringify({
@@ -82,7 +82,7 @@ it("a Worker on D1 SIGKILLed mid-handler and restarted, every event sent twice a
         try {
           const answer = await fetch(`http://127.0.0.1:${port}/webhooks`, {
             method: "POST",
-            headers: { "content-type": "application/json", "service-signature": sign(text) },
+            headers: { "content-type": "application/json", "service-signature": await signatureOf(SECRET, text) },
             body: text,
             signal: AbortSignal.timeout(10_000),
           });

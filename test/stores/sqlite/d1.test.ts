@@ -1,11 +1,12 @@
-import { createHmac, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import type { D1Database } from "@cloudflare/workers-types";
 import type { ClaimResult, DedupeStore } from "flag-webhooks";
 import { SqliteInbox } from "flag-webhooks/sqlite";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildCases, SECRET as CASE_SECRET, LIMIT, SECRETS } from "../../cases.js";
+import { buildCases, LIMIT, SECRETS } from "../../support/cases.js";
 import { bundleWorker } from "../../support/cloudflare-bundle.js";
+import { signatureOf } from "../../support/deliveries.js";
 import { describeStoreContract } from "../../support/store-contract.js";
 
 // flag-webhooks/sqlite on Cloudflare D1 and on a Durable Object's SQLite storage, in workerd
@@ -15,7 +16,6 @@ import { describeStoreContract } from "../../support/store-contract.js";
 // route; deliveries go to the Worker and to the object.
 
 const SECRET = "whsec-sqlite-d1-test";
-const sign = (body: string, secret = SECRET) => createHmac("sha256", secret).update(body).digest("hex");
 
 let mf: Miniflare;
 let d1: D1Database;
@@ -48,7 +48,7 @@ async function deliver(path: string, id: string) {
   const text = body(id);
   const answer = await mf.dispatchFetch(`http://worker${path}/webhooks`, {
     method: "POST",
-    headers: { "content-type": "application/json", "service-signature": sign(text) },
+    headers: { "content-type": "application/json", "service-signature": await signatureOf(SECRET, text) },
     body: text,
   });
   const json = answer.status === 204 ? undefined : ((await answer.json()) as { error?: { code: string } });
@@ -135,7 +135,7 @@ for (const [where, path] of [
 }
 
 it("the delivery case table through the Worker on D1: refusals never reach the inbox, accepted events write once", async () => {
-  const cases = buildCases((b) => createHmac("sha256", CASE_SECRET).update(b).digest("hex")).filter((c) => !c.streamed);
+  const cases = (await buildCases()).filter((c) => !c.streamed);
   expect(cases.length).toBeGreaterThan(20);
   for (const c of cases) {
     const headers = new Headers();

@@ -40,7 +40,7 @@ it("docs/sqlite.md's first example runs as pasted on Node 24: a delivery writes 
       const text = eventBody(id);
       return fetch(`http://127.0.0.1:${port}/webhooks`, {
         method: "POST",
-        headers: { "content-type": "application/json", "service-signature": signBody(text, secret) },
+        headers: { "content-type": "application/json", "service-signature": await signBody(text, secret) },
         body: text,
       });
     };

@@ -54,7 +54,7 @@ for (const [runtime, driver] of DRIVERS) {
           const text = eventBody(id);
           return fetch(`http://127.0.0.1:${process_.port}/webhooks`, {
             method: "POST",
-            headers: { "content-type": "application/json", "service-signature": signBody(text) },
+            headers: { "content-type": "application/json", "service-signature": await signBody(text) },
             body: text,
           });
         };
