@@ -12,9 +12,9 @@ import { type PackedProject, packedProject, root } from "../support/packed.js";
 // What the documentation adds to the tarball, gzipped as npm packs it: the pages (about 65 KB),
 // the emulator's screenshot (72 KB, WebP at half its 2x size), the benchmark's method and results,
 // the examples and the changelog (about 35 KB together). dist has its own budgets (entries.ts).
-// Measured 183,713 B (with package.json, README and LICENSE) when the documentation was added; the
-// whole tarball was 366,408 B, of which dist 191,480 B.
-const DOCUMENTATION_BUDGET = 192 * 1024;
+// Measured 201,704 B (with package.json, README and LICENSE) with the pages on where to deploy,
+// SQLite and the architecture; the budget is that + 5%, rounded up to 64 B, the rule of entries.ts.
+const DOCUMENTATION_BUDGET = 211_776;
 
 let project: PackedProject;
 beforeAll(() => {
