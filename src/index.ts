@@ -16,7 +16,6 @@ export {
   type WebhookEventType,
 } from "./events.js";
 export type { Payload } from "./payload.js";
-export { DUPLICATE_HEADER } from "./receiver/answers.js";
 export type {
   DedupeOptions,
   HandlerOptions,
@@ -33,6 +32,7 @@ export {
   verifySignature,
 } from "./signature.js";
 export type { ClaimResult, DedupeStore } from "./stores/contract.js";
+export { DUPLICATE_HEADER } from "./stores/enlist.js";
 export { MemoryDedupeStore, type MemoryDedupeStoreOptions } from "./stores/memory.js";
 export { type RedisClientLike, RedisDedupeStore, type RedisDedupeStoreOptions } from "./stores/redis.js";
 export type { DeliveryTelemetry, QueueTelemetry, StoreOperation, Telemetry } from "./telemetry.js";

@@ -1,11 +1,9 @@
 // Every answer the receiver gives, in framework-neutral terms: refusals in the service's error
 // shape, the handler's own replies, duplicates. One status rule decides what counts as handled.
 import { toErrorBody, WebhookError, type WebhookErrorCode } from "../errors.js";
+import { DUPLICATE_HEADER } from "../stores/enlist.js";
 import type { WebhookReply } from "./options.js";
 import type { Answer } from "./protocol.js";
-
-/** The header that marks the answer to a duplicate delivery. */
-export const DUPLICATE_HEADER = "webhook-duplicate";
 
 /** Seconds a sender should wait before retrying, for the refusals that ask for a retry. */
 const RETRY_AFTER: Partial<Record<WebhookErrorCode, string>> = { delivery_in_progress: "5", store_unavailable: "10" };
@@ -19,9 +17,6 @@ const CLOSE = new Set<WebhookErrorCode>([
   "method_not_allowed",
   "missing_signature",
 ]);
-/** Marks the reply a store gives for a copy of an event it already has (see {@link duplicateReply}). */
-const DUPLICATE = Symbol.for("flag-webhooks.duplicate");
-
 /** Whether an answer means the event was handled: 2xx, and nothing else. */
 export function isSuccess(status: number | undefined): boolean {
   return status !== undefined && status >= 200 && status <= 299;
@@ -35,21 +30,6 @@ export function noContent(): Answer {
 /** The answer to a copy of an event already handled: 204 with `webhook-duplicate: true`. */
 export function duplicateAnswer(): Answer {
   return { status: 204, headers: { [DUPLICATE_HEADER]: "true" }, body: null, close: false };
-}
-
-/**
- * What a store that runs the handler itself (an inbox's `handle()`) returns for a copy of an
- * event it already has: answered as {@link duplicateAnswer} by every adapter, and recorded as a
- * duplicate rather than a handled delivery.
- */
-export function duplicateReply(): WebhookReply {
-  // The mark is not enumerable: the reply reads, and compares, as a plain { status, headers }.
-  return Object.defineProperty({ status: 204, headers: { [DUPLICATE_HEADER]: "true" } }, DUPLICATE, { value: true });
-}
-
-/** Whether `onEvent` returned {@link duplicateReply}'s answer. */
-export function isDuplicateReply(value: unknown): boolean {
-  return typeof value === "object" && value !== null && (value as { [DUPLICATE]?: unknown })[DUPLICATE] === true;
 }
 
 /**

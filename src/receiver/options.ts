@@ -3,10 +3,10 @@ import type { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import { assertSecret, type Secret } from "../signature.js";
 import type { DedupeStore } from "../stores/contract.js";
+import { retentionOf } from "../stores/enlist.js";
 import type { Telemetry } from "../telemetry.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
 import { parseLimit } from "../util/limit.js";
-import { retentionOf } from "./enlist.js";
 import { logError } from "./report.js";
 
 /** Dedupe by event id: see docs/delivery.md. */

@@ -1,9 +1,10 @@
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import type { Payload } from "../payload.js";
+import { isDuplicateReply } from "../stores/enlist.js";
 import type { DeliveryTelemetry } from "../telemetry.js";
 import { andThen } from "../util/thenable.js";
-import { duplicateAnswer, errorResponse, isDuplicateReply, isStatus, replyAnswer } from "./answers.js";
+import { duplicateAnswer, errorResponse, isStatus, replyAnswer } from "./answers.js";
 import { checkBody, checkRequest } from "./checks.js";
 import { type Claim, claimEvent } from "./claim.js";
 import { checkOptions, type HandlerOptions, type Settings } from "./options.js";

@@ -6,10 +6,10 @@
 import { checkRetention } from "../delivery/replay-window.js";
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
+import { deliver, type Enlisted, type Participation } from "../stores/enlist.js";
 import type { DeliveryTelemetry } from "../telemetry.js";
 import { errorResponse, isSuccess } from "./answers.js";
 import { type Claim, since } from "./claim.js";
-import { deliver, type Enlisted, type Participation } from "./enlist.js";
 import type { Accepted, Answer } from "./protocol.js";
 import type { Reporter } from "./report.js";
 

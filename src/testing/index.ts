@@ -1,7 +1,7 @@
 // flag-webhooks/testing: realistic, signed deliveries for testing a receiver without the service.
 // Imports only the core and Web APIs, so it runs wherever the core runs (Node, Bun, Deno, Workers).
 import type { KnownWebhookEvent, WebhookEventType } from "../events.js";
-import { headersFor, payloadOf } from "./sign.js";
+import { type DeliveryOptions, headersFor, payloadOf, type SignedDelivery } from "./sign.js";
 
 export {
   type LambdaContextOptions,
@@ -12,6 +12,7 @@ export {
   lambdaContext,
   signedLambdaEvent,
 } from "./lambda.js";
+export type { DeliveryOptions, SignedDelivery } from "./sign.js";
 
 /** The event type {@link createEvent} returns for `type`: `EventOfType<"flag.updated">` is `FlagUpdatedEvent`. */
 export type EventOfType<Type extends WebhookEventType> = Extract<KnownWebhookEvent, { type: Type }>;
@@ -26,35 +27,11 @@ export type EventOverrides<Event> = Event extends readonly unknown[]
     ? { [Key in keyof Event]?: EventOverrides<Event[Key]> }
     : Event;
 
-/** Options of {@link signedDelivery} and {@link signedRequest}: a secret and either an event or a body. */
-export type DeliveryOptions =
-  | {
-      /** The endpoint secret the receiver under test is configured with. */
-      secret: string;
-      /** An event to send, usually from {@link createEvent}; it is sent as `JSON.stringify(event)`. */
-      event: object;
-      body?: undefined;
-    }
-  | {
-      secret: string;
-      /** The exact body to send, e.g. a pretty-printed or deliberately invalid one. */
-      body: string | Uint8Array;
-      event?: undefined;
-    };
-
 /** Options of {@link signedRequest}. */
 export type RequestOptions = DeliveryOptions & {
   /** Where the request goes; default `"http://localhost/webhooks"`. */
   url?: string | URL;
 };
-
-/** A signed delivery for an HTTP client such as supertest: send `body` as it is, with `headers`. */
-export interface SignedDelivery {
-  /** The exact body that was signed, as a string so that HTTP clients send it unchanged. */
-  body: string;
-  /** `content-type: application/json` and the `service-signature` of `body`. */
-  headers: { "content-type": "application/json"; "service-signature": string };
-}
 
 /**
  * Creates a valid event of the given type, as the service would send it: a fresh `id` on every

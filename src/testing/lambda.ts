@@ -2,8 +2,7 @@
 // testing a flag-webhooks/lambda handler (or any handler of those events) without AWS. The types
 // are written out in full, so that @types/aws-lambda's event and context types accept them as
 // they are, without this package depending on @types/aws-lambda.
-import type { DeliveryOptions } from "./index.js";
-import { headersFor, payloadOf } from "./sign.js";
+import { type DeliveryOptions, headersFor, payloadOf } from "./sign.js";
 
 /** Options of {@link signedLambdaEvent}: a secret, an event or a body, and which event format. */
 export type LambdaEventOptions = DeliveryOptions & {

@@ -3,11 +3,10 @@
 // handled (its final answer is 2xx), before that answer leaves.
 import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
-import { duplicateReply } from "../../receiver/answers.js";
-import { type Enlisted, enlist, withRetention } from "../../receiver/enlist.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import type { ClaimResult, DedupeStore } from "../contract.js";
+import { duplicateReply, type Enlisted, enlist, withRetention } from "../enlist.js";
 import { checkScope, claimToken, storedId } from "../keys.js";
 import { type Driver, driverFor, type OpenTransaction } from "./drivers.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";

@@ -5,11 +5,10 @@
 // COMMIT, in one batch with the id.
 import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
-import { duplicateReply } from "../../receiver/answers.js";
-import { type Enlisted, enlist, withRetention } from "../../receiver/enlist.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import type { ClaimResult, DedupeStore } from "../contract.js";
+import { duplicateReply, type Enlisted, enlist, withRetention } from "../enlist.js";
 import { checkScope, claimToken, storedId } from "../keys.js";
 import { type BatchDriver, d1Driver, durableObjectDriver, isD1, isDurableObjectSql } from "./batch.js";
 import {

@@ -1,8 +1,9 @@
 // How a store that holds a handler's effects (a transactional inbox) takes part in the receiver's
-// one decision of "handled". The inbox runs the handler inside its transaction, but does not
+// one decision of "handled": the stores' side of the contract with the receiver, beside the
+// DedupeStore contract (./contract.ts) the receiver uses for the stores that only remember ids. The inbox runs the handler inside its transaction, but does not
 // commit when the handler returns: it enlists the transaction in the delivery, and the receiver
 // commits it once the final answer is known to be 2xx (and before that 2xx leaves), or rolls it
-// back. Small and free of the rest of the receiver, so a store's entry bundles only this.
+// back. Small and free of the receiver, so a store's entry bundles only this.
 import type { WebhookEvent } from "../events.js";
 
 /** A store's part in one delivery: the event id and the handler's effects, made durable or undone once. */
@@ -61,4 +62,26 @@ export function withRetention<Handler extends (...args: never[]) => unknown>(
 export function retentionOf(onEvent: unknown): number | undefined {
   const retention = (onEvent as { [RETENTION]?: unknown } | undefined)?.[RETENTION];
   return typeof retention === "number" ? retention : undefined;
+}
+
+/** The header that marks the answer to a duplicate delivery. */
+export const DUPLICATE_HEADER = "webhook-duplicate";
+
+/** Marks the reply a store gives for a copy of an event it already has (see {@link duplicateReply}). */
+const DUPLICATE = Symbol.for("flag-webhooks.duplicate");
+
+/**
+ * What a store that runs the handler itself (an inbox's `handle()`) returns for a copy of an
+ * event it already has: `{ status: 204, headers: { "webhook-duplicate": "true" } }`, answered as
+ * the receiver answers a duplicate by every adapter, and recorded as a duplicate rather than a
+ * handled delivery.
+ */
+export function duplicateReply(): { status: number; headers: Record<string, string> } {
+  // The mark is not enumerable: the reply reads, and compares, as a plain { status, headers }.
+  return Object.defineProperty({ status: 204, headers: { [DUPLICATE_HEADER]: "true" } }, DUPLICATE, { value: true });
+}
+
+/** Whether `onEvent` returned {@link duplicateReply}'s answer. */
+export function isDuplicateReply(value: unknown): boolean {
+  return typeof value === "object" && value !== null && (value as { [DUPLICATE]?: unknown })[DUPLICATE] === true;
 }
