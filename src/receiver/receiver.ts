@@ -1,7 +1,7 @@
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import type { Payload } from "../payload.js";
-import { isDuplicateReply } from "../stores/enlist.js";
+import { delivering, isDuplicateReply } from "../stores/enlist.js";
 import type { DeliveryTelemetry } from "../telemetry.js";
 import { andThen } from "../util/thenable.js";
 import { duplicateAnswer, errorResponse, isStatus, replyAnswer } from "./answers.js";
@@ -12,12 +12,6 @@ import type { Accepted, AdapterHooks, Answer, Delivery, NativeReply, Receiver, R
 import { Reporter } from "./report.js";
 import { type Settlement, settlement } from "./settle.js";
 import { recorder } from "./telemetry.js";
-
-/** What the receiver keeps of one delivery while it checks it: where to report, what to record. */
-interface Begun {
-  reporter: Reporter;
-  record: DeliveryTelemetry | undefined;
-}
 
 /**
  * The one decision-maker behind every adapter: checks the options once, then turns each request
@@ -56,16 +50,18 @@ class Pipeline<Context extends unknown[]> {
     private readonly hooks: AdapterHooks<Context>,
   ) {}
 
-  begin(context: Context): Begun {
-    const reporter = new Reporter(this.settings.onError, context);
-    return { reporter, record: this.settings.telemetry && recorder(this.settings.telemetry, reporter) };
+  /** What the receiver keeps of one delivery while it checks it: where to report, what to record. */
+  begin(context: Context): Reporter {
+    const begun = new Reporter(this.settings.onError, context);
+    if (this.settings.telemetry) begun.record = recorder(this.settings.telemetry, begun);
+    return begun;
   }
 
   /**
    * The path up to the handler. It takes no promise of its own but for a body still arriving, an
    * HMAC that is asynchronous (Web Crypto) and a dedupe claim; every step answers through `refuse`.
    */
-  accept(delivery: Delivery, context: Context, begun: Begun): Settlement | Answer | Promise<Settlement | Answer> {
+  accept(delivery: Delivery, context: Context, begun: Reporter): Settlement | Answer | Promise<Settlement | Answer> {
     let body: Payload | Promise<Payload>;
     try {
       checkRequest(delivery);
@@ -81,12 +77,12 @@ class Pipeline<Context extends unknown[]> {
   }
 
   /** Answers a refusal: reported (a bug) or told to `onRejected` (a bad delivery), and recorded. */
-  private refuse(error: unknown, { reporter, record }: Begun, recordEnd = true): Answer {
+  private refuse(error: unknown, begun: Reporter, recordEnd = true): Answer {
     const answer = errorResponse(error);
     const { onRejected } = this.settings;
-    if (!(error instanceof WebhookError)) reporter.report(error);
-    else if (onRejected) reporter.tell(() => onRejected(error));
-    if (recordEnd) record?.end(error instanceof WebhookError ? error.code : "handler_error", answer.status);
+    if (!(error instanceof WebhookError)) begun.report(error);
+    else if (onRejected) begun.tell(() => onRejected(error));
+    if (recordEnd) begun.record?.end(error instanceof WebhookError ? error.code : "handler_error", answer.status);
     return answer;
   }
 
@@ -94,14 +90,14 @@ class Pipeline<Context extends unknown[]> {
     payload: Payload,
     delivery: Delivery,
     context: Context,
-    begun: Begun,
+    begun: Reporter,
   ): Settlement | Answer | Promise<Settlement | Answer> {
     let event: WebhookEvent | Promise<WebhookEvent>;
     try {
       event = checkBody(payload, delivery.signature, this.settings, ({ event, secretIndex }) => {
         begun.record?.verified(event, secretIndex);
         const { onVerified } = this.settings;
-        if (onVerified) begun.reporter.tell(() => onVerified(event, { secretIndex }));
+        if (onVerified) begun.tell(() => onVerified(event, { secretIndex }));
       });
     } catch (error) {
       return this.refuse(error, begun);
@@ -116,12 +112,12 @@ class Pipeline<Context extends unknown[]> {
   private claimed(
     event: WebhookEvent,
     context: Context,
-    begun: Begun,
+    begun: Reporter,
   ): Settlement | Answer | Promise<Settlement | Answer> {
     const { dedupe } = this.settings;
     if (!dedupe) return this.accepted(event, undefined, context, begun);
     return andThen(
-      claimEvent(event.id, dedupe, begun.reporter, begun.record),
+      claimEvent(event.id, dedupe, begun, begun.record),
       (outcome) => {
         if (outcome === "duplicate") {
           begun.record?.end("duplicate", 204);
@@ -135,19 +131,11 @@ class Pipeline<Context extends unknown[]> {
   }
 
   /** A delivery handed to its handler: an adapter that watches the wire watches it if there is anything to settle. */
-  private accepted(event: WebhookEvent, claim: Claim | undefined, context: Context, begun: Begun): Settlement {
+  private accepted(event: WebhookEvent, claim: Claim | undefined, context: Context, begun: Reporter): Settlement {
     const { watch } = this.hooks;
-    const watchNow = watch && ((delivery: Accepted) => watch(delivery, ...context));
-    const watched = watchNow !== undefined && (claim !== undefined || begun.record !== undefined);
-    const delivery = settlement(event, {
-      claim,
-      record: begun.record,
-      reporter: begun.reporter,
-      maxAge: this.settings.maxAge,
-      watch: watchNow,
-      watched,
-    });
-    if (watched) watchNow(delivery);
+    const watched = watch !== undefined && (claim !== undefined || begun.record !== undefined);
+    const delivery = settlement(event, claim, begun, this.settings.maxAge, watched ? undefined : watch);
+    if (watched) watch(delivery, ...context);
     return delivery;
   }
 
@@ -157,8 +145,10 @@ class Pipeline<Context extends unknown[]> {
     if (!("event" in accepted)) return accepted;
     let value: unknown;
     try {
+      // A store that holds the handler's effects (an inbox) enlists in this delivery while it runs.
       // Stryker disable next-line OptionalChaining: equivalent: handle() is called only when onEvent was given.
-      value = await accepted.run(() => this.settings.onEvent?.(accepted.event, ...context));
+      const run = () => accepted.run(() => this.settings.onEvent?.(accepted.event, ...context));
+      value = await delivering(accepted.event, accepted, run);
     } catch (error) {
       accepted.finished(error === undefined ? new Error("onEvent threw undefined") : error);
       // A WebhookError keeps its own answer (a queue hand-off's store_unavailable, say); anything
@@ -184,7 +174,7 @@ class Pipeline<Context extends unknown[]> {
       }
       answer = replyAnswer(value);
     } catch (error) {
-      begun.reporter.report(error);
+      begun.report(error);
       answer = errorResponse(undefined);
     }
     return this.settled(accepted, answer.status, answer);

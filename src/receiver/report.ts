@@ -1,12 +1,19 @@
+import type { DeliveryTelemetry } from "../telemetry.js";
+
 /**
  * Where the receiver sends what went wrong during one delivery, and how it calls the user's hooks:
- * `onError` gets the delivery's context after the error, and no hook can change an answer.
+ * `onError` gets the delivery's context after the error, and no hook can change an answer. It
+ * also carries the delivery's context and telemetry record through the checks: one object a
+ * delivery, the fewest the hot path can make.
  */
 export class Reporter {
+  /** The delivery's telemetry record, when telemetry is on (set once the record begins). */
+  record: DeliveryTelemetry | undefined;
+
   constructor(
     // biome-ignore lint/suspicious/noExplicitAny: onError takes the adapter's own context types after the error.
     private readonly onError: (error: unknown, ...context: any[]) => void,
-    private readonly context: readonly unknown[],
+    readonly context: readonly unknown[],
   ) {}
 
   /** Tells `onError`; an `onError` that throws has nowhere left to report to. */

@@ -6,49 +6,50 @@
 import { checkRetention } from "../delivery/replay-window.js";
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
-import { deliver, type Enlisted, type Participation } from "../stores/enlist.js";
+import type { Enlisted, Participation } from "../stores/enlist.js";
 import type { DeliveryTelemetry } from "../telemetry.js";
 import { errorResponse, isSuccess } from "./answers.js";
 import { type Claim, since } from "./claim.js";
 import type { Accepted, Answer } from "./protocol.js";
 import type { Reporter } from "./report.js";
 
-/** What a settlement needs to know of its delivery. */
-export interface SettlementParts {
-  /** The dedupe store's claim on the event id, if any. */
-  claim: Claim | undefined;
-  record: DeliveryTelemetry | undefined;
-  reporter: Reporter;
-  /** The replay window, to check the retention of a store that enlists. */
-  maxAge: number | undefined;
-  /**
-   * For an adapter that watches its answer on the wire: starts watching, if it is not already
-   * (a store enlisted, so a 2xx must now wait for its commit).
-   */
-  watch: ((accepted: Accepted) => void) | undefined;
-  /** Whether the adapter already watches this delivery's answer. */
-  watched: boolean;
-}
-
 /** An accepted delivery as the receiver settles it: the adapter's view, and the receiver's own. */
-export interface Settlement extends Accepted {
+export interface Settlement extends Accepted, Participation {
   /** The handler's result was a store's duplicate answer: recorded as such, not as handled. */
   duplicate(): void;
 }
 
-/** The settlement of one accepted delivery; stores enlist in it while its handler runs. */
-export function settlement(event: WebhookEvent, parts: SettlementParts): Settlement {
-  const delivery = new DeliverySettlement(event, parts);
-  deliver(event, delivery);
-  return delivery;
+/** An adapter's hook that watches its answer on the wire (`AdapterHooks.watch`), for any context. */
+// biome-ignore lint/suspicious/noExplicitAny: the adapter's own context types, carried by the reporter.
+type Watch = (accepted: Accepted, ...context: any[]) => void;
+
+/**
+ * The settlement of one accepted delivery; stores enlist in it while its handler runs.
+ *
+ * @param claim the dedupe store's claim on the event id, if any.
+ * @param reporter where failures go; it carries the delivery's context and telemetry record.
+ * @param maxAge the replay window, to check the retention of a store that enlists.
+ * @param watch an adapter's hook that watches its answer on the wire, when it does not watch this
+ *   delivery yet: called at the first enlisting, since a 2xx must then wait for the store.
+ */
+export function settlement(
+  event: WebhookEvent,
+  claim: Claim | undefined,
+  reporter: Reporter,
+  maxAge: number | undefined,
+  watch: Watch | undefined,
+): Settlement {
+  return new DeliverySettlement(event, claim, reporter, maxAge, watch);
 }
 
-class DeliverySettlement implements Settlement, Participation {
+class DeliverySettlement implements Settlement {
   readonly run: <T>(handler: () => T) => T;
-  readonly #parts: SettlementParts;
+  readonly #claim: Claim | undefined;
+  readonly #reporter: Reporter;
+  readonly #maxAge: number | undefined;
+  #watch: Watch | undefined;
   readonly #began: number;
   readonly #units: Enlisted[] = [];
-  #watched: boolean;
   #done = false;
   #threw = false;
   #thrown: unknown;
@@ -63,17 +64,27 @@ class DeliverySettlement implements Settlement, Participation {
 
   constructor(
     readonly event: WebhookEvent,
-    parts: SettlementParts,
+    claim: Claim | undefined,
+    reporter: Reporter,
+    maxAge: number | undefined,
+    watch: Watch | undefined,
   ) {
-    this.#parts = parts;
-    this.#watched = parts.watched;
-    const { record } = parts;
+    this.#claim = claim;
+    this.#reporter = reporter;
+    this.#maxAge = maxAge;
+    this.#watch = watch;
+    const { record } = reporter;
     this.#began = record ? performance.now() : 0;
     this.run = record ? (handler) => record.run(handler) : runDirectly;
   }
 
+  /** The delivery's telemetry record, unless it ended when the client left. */
+  get #record(): DeliveryTelemetry | undefined {
+    return this.#closed ? undefined : this.#reporter.record;
+  }
+
   holdsAnswer(): boolean {
-    return this.#parts.claim !== undefined || this.#units.length > 0;
+    return this.#claim !== undefined || this.#units.length > 0;
   }
 
   finished(error?: unknown): void {
@@ -83,7 +94,7 @@ class DeliverySettlement implements Settlement, Participation {
       this.#threw = true;
       this.#thrown = error;
     }
-    if (!this.#closed) this.#parts.record?.handler(since(this.#began), this.#thrown);
+    this.#record?.handler(since(this.#began), this.#thrown);
     if (this.#final && !this.#decided) this.#resolve(this.#decision());
   }
 
@@ -110,17 +121,18 @@ class DeliverySettlement implements Settlement, Participation {
   clientClosed(): void {
     if (this.#decided || this.#closed) return;
     this.#closed = true;
-    this.#parts.record?.end("client_closed", undefined);
+    this.#reporter.record?.end("client_closed", undefined);
   }
 
   enlist(unit: Enlisted): boolean {
     // Once the answer is final, a unit can no longer be part of the decision: the store decides alone.
     if (this.#decided || this.#final) return false;
-    checkRetention(unit.retention, this.#parts.maxAge, "the inbox's retention");
+    checkRetention(unit.retention, this.#maxAge, "the inbox's retention");
     this.#units.push(unit);
-    if (!this.#watched && this.#parts.watch) {
-      this.#watched = true;
-      this.#parts.watch(this);
+    const watch = this.#watch;
+    if (watch) {
+      this.#watch = undefined;
+      watch(this, ...this.#reporter.context);
     }
     return true;
   }
@@ -130,24 +142,25 @@ class DeliverySettlement implements Settlement, Participation {
     this.#decided = true;
     if (this.#units.length === 0 && !this.#threw && isSuccess(this.#status)) {
       // Nothing to commit: mark the claim done, if there is one (a memory store does it at once).
-      const record = this.#closed ? undefined : this.#parts.record;
+      const record = this.#record;
       const handled = () => {
         record?.end(this.#duplicate ? "duplicate" : "handled", this.#status);
         return undefined;
       };
-      const done = this.#parts.claim?.complete();
+      const done = this.#claim?.complete();
       return done ? done.then(handled) : Promise.resolve(handled());
     }
     return this.#conclude().catch((error: unknown) => {
       // Every step of #conclude reports its own failures; this is the net under a bug.
-      this.#parts.reporter.report(error);
+      this.#reporter.report(error);
       return undefined;
     });
   }
 
   async #conclude(): Promise<Answer | undefined> {
-    const { claim, reporter } = this.#parts;
-    const record = this.#closed ? undefined : this.#parts.record;
+    const claim = this.#claim;
+    const reporter = this.#reporter;
+    const record = this.#record;
     const status = this.#status;
     if (!this.#threw && isSuccess(status)) {
       for (const [index, unit] of this.#units.entries()) {
@@ -184,10 +197,10 @@ class DeliverySettlement implements Settlement, Participation {
       try {
         await unit.rollback();
       } catch (error) {
-        this.#parts.reporter.report(error);
+        this.#reporter.report(error);
       }
     }
-    await this.#parts.claim?.release();
+    await this.#claim?.release();
   }
 }
 

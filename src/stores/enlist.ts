@@ -5,6 +5,7 @@
 // commits it once the final answer is known to be 2xx (and before that 2xx leaves), or rolls it
 // back. Small and free of the receiver, so a store's entry bundles only this.
 import type { WebhookEvent } from "../events.js";
+import { isThenable } from "../util/thenable.js";
 
 /** A store's part in one delivery: the event id and the handler's effects, made durable or undone once. */
 export interface Enlisted {
@@ -23,15 +24,34 @@ export interface Participation {
 }
 
 // One registry per process, shared by every copy of this module (the ES module and CommonJS
-// builds, or two installed versions), so a store from one copy finds a receiver from another.
+// builds, or two installed versions), so a store from one copy finds a receiver from another. A
+// Map, not a WeakMap: an entry lives only while the handler runs (the receiver removes it when
+// the handler ends), and a WeakMap's entries cost the garbage collector on every delivery.
 const KEY = Symbol.for("flag-webhooks.deliveries");
-const shared = globalThis as { [KEY]?: WeakMap<WebhookEvent, Participation> };
-shared[KEY] ??= new WeakMap();
+const shared = globalThis as { [KEY]?: Map<WebhookEvent, Participation> };
+shared[KEY] ??= new Map();
 const registry = shared[KEY];
 
-/** The receiver's side: `event` is being delivered, and `participation` takes what stores enlist. */
-export function deliver(event: WebhookEvent, participation: Participation): void {
+/**
+ * The receiver's side: while `run` runs the handler of `event` (and until what it returns
+ * settles), stores that `enlist` take part in `participation`'s decision.
+ */
+export function delivering<T>(event: WebhookEvent, participation: Participation, run: () => T): T {
   registry.set(event, participation);
+  let result: T;
+  try {
+    result = run();
+  } catch (error) {
+    registry.delete(event);
+    throw error;
+  }
+  if (!isThenable(result)) {
+    registry.delete(event);
+    return result;
+  }
+  const forget = () => void registry.delete(event);
+  result.then(forget, forget);
+  return result;
 }
 
 /**
