@@ -68,13 +68,13 @@ const ALL_CASES = [
   {
     id: "postgres-inbox",
     name: "`PostgresInbox.handle()` (pg Pool), new id each request, the handler in its transaction",
-    postgres: 4,
+    postgres: 2,
   },
   {
     id: "postgres-duplicate",
     name: "`PostgresInbox.handle()` (pg Pool), the same id each request",
     duplicate: true,
-    postgres: 1,
+    postgres: 2,
   },
   {
     id: "postgres-store",
@@ -88,7 +88,7 @@ const ALL_CASES = [
   {
     id: "postgres-inbox-20ms",
     name: "`PostgresInbox.handle()` (pg Pool), new id each request, a 20 ms handler in its transaction",
-    postgres: 4,
+    postgres: 2,
   },
   // flag-webhooks/sqlite on a better-sqlite3 12 connection to a WAL file this script makes.
   {

@@ -22,12 +22,28 @@ export interface OpenTransaction {
   lost(): boolean;
 }
 
+/** One statement with `$1`… parameters. */
+export interface Statement {
+  text: string;
+  params: readonly (string | number)[];
+}
+
+/** A transaction just begun, and the rows of its first statement. */
+export interface Begun {
+  transaction: OpenTransaction;
+  rows: readonly InboxRow[];
+}
+
 /** A client, as the inbox uses it. */
 export interface Driver {
   /** One statement outside any transaction. */
   query(text: string, params: readonly unknown[]): Promise<readonly InboxRow[]>;
-  /** A connection of its own, and BEGIN on it. */
-  begin(): Promise<OpenTransaction>;
+  /**
+   * A connection of its own, BEGIN on it and `first` in the transaction (in one round trip where
+   * the client can: pg). When `first` fails, the transaction is rolled back and the error thrown;
+   * when `signal` aborts first (the inbox gave up waiting), the transaction is given up.
+   */
+  begin(first: Statement, signal: AbortSignal): Promise<Begun>;
 }
 
 /** A `pg` Pool, by its shape: `connect()` lends a client with `release()`. */
@@ -123,6 +139,56 @@ function pgTransaction(
   };
 }
 
+/**
+ * BEGIN and `first` on a `pg` client, in one round trip: pg sends a statement without parameters
+ * as a simple query, which may hold several, so `first`'s parameters go in as literals (see
+ * {@link inline}).
+ */
+async function pgBegin(client: PgClientShape, first: Statement, signal: AbortSignal, transaction: OpenTransaction) {
+  return firstOf(transaction, signal, async () => rowsOf(await client.query(`begin; ${inline(first)}`)));
+}
+
+/**
+ * Runs a new transaction's first statement: the transaction and its rows; when it fails, the
+ * transaction is rolled back (it may be open and aborted); when `signal` aborts meanwhile, it is
+ * given up at once.
+ */
+async function firstOf(
+  transaction: OpenTransaction,
+  signal: AbortSignal,
+  first: () => Promise<readonly InboxRow[]>,
+): Promise<Begun> {
+  const abort = () => transaction.abort();
+  signal.addEventListener("abort", abort, { once: true });
+  try {
+    return { transaction, rows: await first() };
+  } catch (error) {
+    await transaction.rollback();
+    throw error;
+  } finally {
+    signal.removeEventListener("abort", abort);
+  }
+}
+
+/**
+ * A statement with its parameters as literals: a number as it is, and text as the hex of its
+ * UTF-8, decoded by Postgres (`convert_from(decode('…', 'hex'), 'UTF8')`), so that no character of
+ * an event id ever reaches the SQL parser, whatever the server's string settings.
+ */
+export function inline({ text, params }: Statement): string {
+  return text.replace(/\$(\d+)/g, (_, n: string) => {
+    const value = params[Number(n) - 1];
+    if (typeof value === "number" && Number.isFinite(value)) return String(value);
+    if (typeof value === "string") {
+      const hex = Array.from(encoder.encode(value), (byte) => byte.toString(16).padStart(2, "0")).join("");
+      return `convert_from(decode('${hex}', 'hex'), 'UTF8')`;
+    }
+    throw new TypeError(`flag-webhooks: no literal for parameter $${n}`);
+  });
+}
+
+const encoder = new TextEncoder();
+
 function pgPool(pool: PgPoolShape): Driver {
   // The inbox never holds the pool's last connection for its transactions: a handler that also
   // queries the pool (rather than `tx`) always finds one, where holding them all would leave
@@ -130,7 +196,7 @@ function pgPool(pool: PgPoolShape): Driver {
   const slots = turns(Math.max(1, (pool.options?.max ?? 10) - 1));
   return {
     query: async (text, params) => (await pool.query(text, [...params])).rows,
-    async begin() {
+    async begin(first, signal) {
       const free = await slots();
       let client: Awaited<ReturnType<PgPoolShape["connect"]>>;
       try {
@@ -156,13 +222,12 @@ function pgPool(pool: PgPoolShape): Driver {
         client.release(destroy || broken);
         free();
       };
-      try {
-        await client.query("begin");
-      } catch (error) {
-        done(true);
-        throw error;
-      }
-      return pgTransaction(client, done, () => broken);
+      return pgBegin(
+        client,
+        first,
+        signal,
+        pgTransaction(client, done, () => broken),
+      );
     },
   };
 }
@@ -203,22 +268,16 @@ function pgClient(client: PgClientShape): Driver {
         free();
       }
     },
-    async begin() {
+    async begin(first, signal) {
       const free = await turn();
-      try {
-        await client.query("begin");
-      } catch (error) {
-        free();
-        throw error;
-      }
       let freed = false;
-      const open = pgTransaction(client, () => {
+      const transaction = pgTransaction(client, () => {
         if (!freed) free();
         freed = true;
       });
       // The one connection is the user's: past the timeout it is not dropped but rolled back, after
       // whatever it is still running, and only then is the next transaction let in.
-      return { ...open, abort: () => void open.rollback() };
+      return pgBegin(client, first, signal, { ...transaction, abort: () => void transaction.rollback() });
     },
   };
 }
@@ -235,39 +294,48 @@ function heldOpen(
 ): Driver {
   return {
     query: outside,
-    begin() {
-      return new Promise<OpenTransaction>((opened, failed) => {
-        let decide: (check: string | undefined) => void = () => {};
-        const decision = new Promise<string | undefined>((resolve) => {
-          decide = resolve;
-        });
-        let began = false;
-        const ended = transaction(async (tx: unknown) => {
-          began = true;
-          opened({
-            tx,
-            query: (text, params) => inside(tx, text, params),
-            async commit(check) {
-              decide(check);
-              await ended;
-            },
-            async rollback() {
-              decide(undefined);
-              await ended.catch(() => {});
-            },
-            abort: () => decide(undefined),
-            lost: () => false,
-          });
-          const check = await decision;
-          if (check === undefined) throw ROLLBACK;
-          await inside(tx, check, []);
-        });
-        ended.catch((error: unknown) => {
-          if (!began) failed(error);
-        });
-      });
+    async begin(first, signal) {
+      const open = await heldTransaction(transaction, inside);
+      return firstOf(open, signal, () => open.query(first.text, first.params));
     },
   };
+}
+
+/** A transaction on a client that runs it as a callback, held open (see {@link heldOpen}). */
+function heldTransaction(
+  transaction: (fn: (tx: unknown) => Promise<unknown>) => Promise<unknown>,
+  inside: (tx: unknown, text: string, params: readonly unknown[]) => Promise<readonly InboxRow[]>,
+): Promise<OpenTransaction> {
+  return new Promise<OpenTransaction>((opened, failed) => {
+    let decide: (check: string | undefined) => void = () => {};
+    const decision = new Promise<string | undefined>((resolve) => {
+      decide = resolve;
+    });
+    let began = false;
+    const ended = transaction(async (tx: unknown) => {
+      began = true;
+      opened({
+        tx,
+        query: (text, params) => inside(tx, text, params),
+        async commit(check) {
+          decide(check);
+          await ended;
+        },
+        async rollback() {
+          decide(undefined);
+          await ended.catch(() => {});
+        },
+        abort: () => decide(undefined),
+        lost: () => false,
+      });
+      const check = await decision;
+      if (check === undefined) throw ROLLBACK;
+      await inside(tx, check, []);
+    });
+    ended.catch((error: unknown) => {
+      if (!began) failed(error);
+    });
+  });
 }
 
 /** What the held callback throws to have its client roll back. */

@@ -8,7 +8,7 @@ import { withTimeout } from "../../util/timeout.js";
 import type { ClaimResult, DedupeStore } from "../contract.js";
 import { duplicateReply, type Enlisted, enlist, withRetention } from "../enlist.js";
 import { checkScope, claimToken, storedId } from "../keys.js";
-import { type Driver, driverFor, type OpenTransaction } from "./drivers.js";
+import { type Begun, type Driver, driverFor, type OpenTransaction } from "./drivers.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
 
 const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
@@ -85,15 +85,17 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
    * ```
    */
   async migrate(): Promise<void> {
-    const open = await this.#driver.begin();
+    // Two processes creating the table at once would collide in the catalog: one at a time.
+    // And "if not exists" answers an existing table or index with a NOTICE, which postgres.js
+    // prints by default, on every start: raised to warnings for this transaction only (SET LOCAL).
+    const { transaction: open } = await this.#driver.begin(
+      {
+        text: "select set_config('client_min_messages', 'warning', true), pg_advisory_xact_lock(hashtext('flag-webhooks migrate'))",
+        params: [],
+      },
+      new AbortController().signal,
+    );
     try {
-      // Two processes creating the table at once would collide in the catalog: one at a time.
-      // And "if not exists" answers an existing table or index with a NOTICE, which postgres.js
-      // prints by default, on every start: raised to warnings for this transaction only (SET LOCAL).
-      await open.query(
-        "select set_config('client_min_messages', 'warning', true), pg_advisory_xact_lock(hashtext('flag-webhooks migrate'))",
-        [],
-      );
       await open.query(
         `create table if not exists ${this.#table} (
           scope text not null,
@@ -239,23 +241,21 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
   }
 
   /**
-   * BEGIN and the claim of `id` (the stored form of `eventId`) as done, in that transaction (two round trips): the transaction,
+   * BEGIN and the claim of `id` (the stored form of `eventId`) as done, in that transaction (one
+   * round trip on pg, two on the others): the transaction,
    * held open for the handler; `"done"` for a committed id; `409` while another transaction holds
    * it past `lockTimeout`; `503` when Postgres fails or any step is slower than `timeout`.
    */
   async #open(id: string, eventId: string): Promise<{ transaction: OpenTransaction; xid: string } | "done"> {
-    let transaction: OpenTransaction;
+    let begun: Begun;
+    const gaveUp = new AbortController();
     try {
-      // A transaction that begins after we gave up (its connection came late) is rolled back.
-      transaction = await this.#bounded(this.#driver.begin(), (late) => void late.rollback());
-    } catch (error) {
-      throw unavailable(error);
-    }
-    let rows: readonly Record<string, unknown>[];
-    try {
-      rows = await this.#bounded(
-        transaction.query(
-          `with claim as (
+      // A transaction that begins after we gave up (its connection came late) is rolled back; one
+      // whose claim is still waiting then is given up.
+      begun = await this.#bounded(
+        this.#driver.begin(
+          {
+            text: `with claim as (
              insert into ${this.#table} (scope, id, state, expires_at)
              select $1::text, $2::text, 'done', now() + $3::bigint * interval '1 millisecond'
              from (select set_config('lock_timeout', $4::text, true), set_config('statement_timeout', $5::text, true)) settings
@@ -268,14 +268,18 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
            union all
            select null, state from ${this.#table}
            where scope = $1::text and id = $2::text and expires_at > now() and not exists (select 1 from claim)`,
-          [this.#scope, id, this.#retention, String(this.#lockTimeout), String(this.#timeout)],
+            params: [this.#scope, id, this.#retention, String(this.#lockTimeout), String(this.#timeout)],
+          },
+          gaveUp.signal,
         ),
+        (late) => void late.transaction.rollback(),
+        gaveUp,
       );
     } catch (error) {
-      transaction.abort();
       if ((error as { code?: unknown } | null)?.code === "55P03") throw inProgress(eventId);
       throw unavailable(error);
     }
+    const { transaction, rows } = begun;
     const xid = rows[0]?.xid;
     if (typeof xid === "string" && /^\d+$/.test(xid)) return { transaction, xid };
     await transaction.rollback();
@@ -316,13 +320,13 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
     }
   }
 
-  #bounded<T>(work: Promise<T>, late?: (value: T) => void): Promise<T> {
-    return withTimeout(
-      work,
-      this.#timeout,
-      () => new Error(`Postgres did not answer within ${this.#timeout} ms`),
-      late,
-    );
+  /** A step bounded by `timeout`; past it, `gaveUp` (if any) is aborted and `late` gets what still came. */
+  #bounded<T>(work: Promise<T>, late?: (value: T) => void, gaveUp?: AbortController): Promise<T> {
+    const expired = () => {
+      gaveUp?.abort();
+      return new Error(`Postgres did not answer within ${this.#timeout} ms`);
+    };
+    return withTimeout(work, this.#timeout, expired, late);
   }
 }
 

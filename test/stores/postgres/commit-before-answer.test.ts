@@ -407,7 +407,7 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
     expect(errors).toEqual([expect.objectContaining({ name: "TypeError" })]);
   });
 
-  it("ids Postgres cannot hold as they are (a NUL, 3 KB, one spelled like a hash) are each handled once through handle()", async () => {
+  it("ids Postgres cannot hold as they are (a NUL, 3 KB, one spelled like a hash) or that look like SQL are each handled once through handle()", async () => {
     const inbox = new PostgresInbox(pool(), { scope: "hostile-ids" });
     let runs = 0;
     const receive = webhookHandler({
@@ -418,7 +418,10 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
       }),
     });
     const long = `evt_${"x".repeat(3000)}`;
-    const ids = ["evt_\u0000nul", long, `#${"0".repeat(64)}`];
+    // And ids that would be SQL if written into a statement as they are: the first statement of
+    // the transaction carries the id as a literal (one round trip on pg).
+    const sql = ["evt_'; drop table effects; --", "evt_\\'\\", "evt_$1$$ $x$", "evt_é✓😀", "evt_') or ('1'='1"];
+    const ids = ["evt_\u0000nul", long, `#${"0".repeat(64)}`, ...sql];
     for (const id of ids) {
       const event = createEvent("flag.updated", { id });
       const first = await receive(await signedRequest({ secret: SECRET, event }));
@@ -430,6 +433,14 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
       ]);
     }
     expect(runs).toBe(ids.length);
+    // Stored as they are, character for character.
+    for (const id of sql) {
+      const { rows } = await admin.query("select count(*) from flag_webhooks_inbox where scope = $1 and id = $2", [
+        "hostile-ids",
+        id,
+      ]);
+      expect(Number(rows[0].count), id).toBe(1);
+    }
   });
 
   it("a table named with 63 characters gets an index of its own, which prune() uses", async () => {
