@@ -16,6 +16,14 @@ const HEADER_METHODS = [
 ] as const;
 
 /**
+ * The event a response emits when a held answer is ended: it reads as sent from then on, but
+ * Node's "finish" comes only once the answer is released, after the handler has finished. A
+ * framework whose handlers wait for their answer to be sent (a Fastify reply they return) waits
+ * for this instead, or it would wait for ever.
+ */
+export const HELD_END = Symbol.for("flag-webhooks.held-end");
+
+/**
  * Watches the answer Node sends on `res` for one accepted delivery, whoever writes it (the core,
  * the handler, the framework's error handler) and whenever (after the middleware returned: Koa,
  * a hijacked Fastify reply), and tells the receiver its status once it is final: when `end()` is
@@ -135,6 +143,7 @@ class AnswerWatch {
     checkChunk(args[0]);
     this.#over = true;
     looks(res, "writableEnded");
+    res.emit(HELD_END);
     void this.#report(this.#fixed).then((instead) => this.#release(args, instead));
     return res;
   }

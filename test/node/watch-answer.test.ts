@@ -3,9 +3,13 @@ import { connect } from "node:net";
 import { Readable } from "node:stream";
 import compression from "compression";
 import express from "express";
+import Fastify, { type FastifyReply } from "fastify";
 import { MemoryDedupeStore } from "flag-webhooks";
 import { webhookMiddleware } from "flag-webhooks/express";
-import { describe, expect, it } from "vitest";
+import { webhookPlugin } from "flag-webhooks/fastify";
+import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
+import Koa from "koa";
+import { afterEach, describe, expect, it } from "vitest";
 import { delivery } from "../support/deliveries.js";
 import { post, serverPerTest } from "../support/http.js";
 
@@ -222,6 +226,109 @@ describe("a held 2xx leaves as Node would have sent it at once", () => {
       }
       const [plain, held] = runs;
       expect(plain?.wire).toMatch(/^HTTP\/1\.1 (100|103|20\d) [\s\S]*HTTP\/1\.1 20\d /);
+      expect(held).toEqual(plain);
+    });
+  }
+});
+
+const fastifies: { close(): Promise<unknown> }[] = [];
+afterEach(async () => {
+  for (const app of fastifies.splice(0)) await app.close();
+});
+const dedupeIf = (on: boolean) => (on ? { dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 } } : {});
+
+/** A Fastify app with the plugin, whose onEvent answers with `answer(reply)`, and hooks in its context. */
+async function fastifyWith(dedupe: boolean, seen: string[], answer: (reply: FastifyReply) => unknown) {
+  const app = Fastify();
+  fastifies.push(app);
+  await app.register(async (scope) => {
+    scope.addHook("onSend", async (_request, reply, payload) => {
+      reply.header("x-on-send", "1");
+      return typeof payload === "string" ? `[${payload}]` : payload;
+    });
+    scope.addHook("onResponse", async (_request, reply) => void seen.push(`onResponse ${reply.statusCode}`));
+    await scope.register(webhookPlugin, {
+      path: "/webhooks",
+      secret: SECRET,
+      ...dedupeIf(dedupe),
+      onEvent: (_event, _request, reply) => answer(reply),
+    });
+  });
+  await app.ready();
+  return serve(app.server);
+}
+
+const frameworks: { name: string; make(dedupe: boolean, seen: string[]): Promise<Server> }[] = [
+  {
+    name: "Fastify, return reply.send(stream), as Fastify asks of a handler that sends",
+    make: (dedupe, seen) =>
+      fastifyWith(dedupe, seen, (reply) => reply.type("text/plain").send(Readable.from(["a", "b"]))),
+  },
+  {
+    name: "Fastify, an async handler that sends a stream and returns the reply",
+    make: (dedupe, seen) =>
+      fastifyWith(dedupe, seen, async (reply) => {
+        reply.type("text/plain").send(Readable.from(["a", "b"]));
+        return reply;
+      }),
+  },
+  {
+    name: "Fastify, reply.send() through an onSend hook that rewrites the payload, and onResponse",
+    make: (dedupe, seen) => fastifyWith(dedupe, seen, (reply) => reply.code(200).type("text/plain").send("ok")),
+  },
+  {
+    name: "Fastify, reply.hijack() and a head with headers written on reply.raw",
+    make: (dedupe, seen) =>
+      fastifyWith(dedupe, seen, (reply) => {
+        reply.hijack();
+        reply.raw.writeHead(202, { "x-raw": "1" });
+        reply.raw.end("raw");
+      }),
+  },
+  {
+    name: "Koa, a stream as ctx.body from the middleware after",
+    async make(dedupe) {
+      const app = new Koa();
+      app.use(koaMiddleware({ secret: SECRET, ...dedupeIf(dedupe) }));
+      app.use((ctx) => {
+        ctx.type = "text";
+        ctx.body = Readable.from(["a", "b"]);
+      });
+      return serve(createServer(app.callback()));
+    },
+  },
+  {
+    name: "Koa, a stream as ctx.body from onEvent",
+    async make(dedupe) {
+      const app = new Koa();
+      app.use(
+        koaMiddleware({
+          secret: SECRET,
+          ...dedupeIf(dedupe),
+          onEvent: (_event, ctx: Koa.Context) => {
+            ctx.type = "text";
+            ctx.body = Readable.from(["a", "b"]);
+          },
+        }),
+      );
+      return serve(createServer(app.callback()));
+    },
+  },
+];
+
+describe("a held 2xx written through Fastify and Koa leaves as it would at once", () => {
+  for (const framework of frameworks) {
+    it(framework.name, async () => {
+      const runs = [];
+      for (const dedupe of [false, true]) {
+        const seen: string[] = [];
+        const server = await framework.make(dedupe, seen);
+        const wire = await exchange(server, await twoPipelined(""));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        runs.push({ wire, seen });
+      }
+      const [plain, held] = runs;
+      expect(plain?.wire).toMatch(/^HTTP\/1\.1 20\d [\s\S]*HTTP\/1\.1 20\d /);
       expect(held).toEqual(plain);
     });
   }
