@@ -366,3 +366,31 @@ describe("onEvent that answers on res and then touches it again", () => {
     ]);
   });
 });
+
+describe("copies of one event pipelined on one keep-alive connection", () => {
+  it("the first's held 2xx, then each copy's 409, in order, on that connection; the handler runs once", async () => {
+    let runs = 0;
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 } }),
+      async (_req, res) => {
+        runs++;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        res.status(200).send("handled");
+      },
+    );
+    const server = await serve(createServer(app));
+    const d = await delivery(SECRET);
+    const head = Object.entries(d.headers)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join("");
+    const one = `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
+    const wire = await exchange(server, one + one + one, 600);
+    const answers = wire.split(/(?=HTTP\/1\.1 )/).map((answer) => [answer.slice(9, 12), answer.split("\r\n\r\n")[1]]);
+    expect(answers.map(([status]) => status)).toEqual(["200", "409", "409"]);
+    expect(answers[0]?.[1]).toBe("handled");
+    expect(JSON.parse(answers[1]?.[1] ?? "").error.code).toBe("delivery_in_progress");
+    expect(runs).toBe(1);
+  });
+});
