@@ -1,6 +1,7 @@
 import { createServer, type Server } from "node:http";
 import { connect } from "node:net";
 import { Readable } from "node:stream";
+import { fileURLToPath } from "node:url";
 import compression from "compression";
 import express from "express";
 import Fastify, { type FastifyReply } from "fastify";
@@ -169,6 +170,14 @@ const writers: Writer[] = [
         res.uncork();
         res.end();
       });
+    },
+  },
+  {
+    name: "res.sendFile() (the send package: a file streamed, its headers set as it opens)",
+    route: (seen) => (_req, res) => {
+      res.sendFile(fileURLToPath(import.meta.url), { headers: { "content-type": "text/plain" } }, (error) =>
+        seen.push(`sent ${error === undefined ? "ok" : String(error)}`),
+      );
     },
   },
   {
