@@ -122,6 +122,20 @@ const writers: Writer[] = [
     },
   },
   {
+    name: "res.writeHead(200, headers) with a value, a name or an array Node refuses: each throws at once, as Node's does, and a good head after them leaves",
+    route: (seen) => (_req, res) => {
+      for (const headers of [{ "x-bad": "a\nb" }, { "x bad": "1" }, ["x-a"]]) {
+        try {
+          res.writeHead(200, headers as unknown as Record<string, string>);
+        } catch (error) {
+          seen.push((error as { code?: string }).code ?? "?");
+        }
+      }
+      res.writeHead(200, { "x-good": "1" });
+      res.end("ok");
+    },
+  },
+  {
     name: "a stream piped into res",
     route: () => (_req, res) => {
       res.setHeader("content-type", "text/plain");
