@@ -121,7 +121,7 @@ class AnswerWatch {
     if (!this.#holding && !begins) return (this.#original.write as (...args: Args) => boolean).apply(res, args);
     // A chunk Node refuses throws before anything is held, as Node throws before it writes.
     checkChunk(args[0]);
-    if (begins) this.#hold(res.statusCode);
+    if (begins) this.#holdImplicit(res);
     this.#writes.push(args);
     return true;
   }
@@ -131,7 +131,7 @@ class AnswerWatch {
     if (this.#over) return (this.#original.end as (...args: Args) => ServerResponse).apply(res, args);
     if (!this.#holding && this.#begins()) {
       checkChunk(args[0]);
-      this.#hold(res.statusCode);
+      this.#holdImplicit(res);
     }
     if (!this.#holding) {
       // An end that throws (a body Node refuses) sent nothing: the answer the error handler writes
@@ -183,6 +183,12 @@ class AnswerWatch {
 
   #holds(status: unknown): boolean {
     return isSuccess(status as number) && this.#accepted.holdsAnswer();
+  }
+
+  /** Holds the head Node would write on its own (`res.statusCode`, the headers set), as Node checks it. */
+  #holdImplicit(res: ServerResponse): void {
+    checkHead([res.statusCode, res.statusMessage]);
+    this.#hold(res.statusCode);
   }
 
   #hold(status: number): void {

@@ -136,6 +136,19 @@ const writers: Writer[] = [
     },
   },
   {
+    name: "a statusMessage Node refuses, then res.end(): it throws at once, as Node's does",
+    route: (seen) => (_req, res) => {
+      res.statusMessage = "OK\r\nx-injected: 1";
+      try {
+        res.end("ok");
+      } catch (error) {
+        seen.push((error as { code?: string }).code ?? "?");
+        res.statusMessage = "Fine";
+        res.end("ok");
+      }
+    },
+  },
+  {
     name: "a stream piped into res",
     route: () => (_req, res) => {
       res.setHeader("content-type", "text/plain");
