@@ -74,6 +74,20 @@ describe("hostile input with dedupe and an inbox on", () => {
     },
   );
 
+  it("a HEAD of a signed delivery: 405 with Allow: POST and no body, and no store asked (a held answer never applies)", async () => {
+    const { server, calls } = await dedupeApp();
+    const body = eventJson("evt_head");
+    const answer = await send(server, {
+      name: "HEAD",
+      method: "HEAD",
+      headers: await signedHeaders(SECRET, body),
+      body: Buffer.alloc(0),
+      status: 405,
+    });
+    expect([answer.status, answer.headers.allow, answer.json]).toEqual([405, "POST", undefined]);
+    expect(calls).toEqual([]);
+  });
+
   it("a request smuggled behind the body (Content-Length and Transfer-Encoding both, or two lengths) is refused by Node, never handled", async () => {
     const { server, calls } = await dedupeApp();
     const body = eventJson("evt_smuggled");
