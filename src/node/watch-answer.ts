@@ -1,4 +1,4 @@
-import { type ServerResponse, validateHeaderName, validateHeaderValue } from "node:http";
+import type { ServerResponse } from "node:http";
 import { isSuccess } from "../receiver/answers.js";
 import type { Accepted, Answer } from "../receiver/protocol.js";
 
@@ -95,10 +95,18 @@ class AnswerWatch {
     if (this.#released) return (this.#original.writeHead as (...args: Args) => ServerResponse).apply(res, args);
     if (this.#holding) throw headersSent("write");
     if (!this.#over && this.#fixed === undefined && Number.isInteger(args[0]) && this.#holds(args[0])) {
-      // A head Node refuses throws before anything is held, as Node throws before it writes.
-      checkHead(args);
-      this.#hold(args[0] as number);
-      this.#head = args;
+      // A head Node refuses throws before anything is held, as Node throws before it writes: its
+      // headers go through Node's own setHeader now, as Node's writeHead sets them, and the head
+      // held is the status and reason.
+      const [status, reason, headers] = typeof args[1] === "string" ? args : [args[0], undefined, args[1]];
+      checkReason(reason);
+      if (headers && typeof headers === "object" && !Array.isArray(headers)) {
+        for (const [name, value] of Object.entries(headers)) res.setHeader(name, value as string);
+        this.#head = reason === undefined ? [status] : [status, reason];
+      } else {
+        this.#head = args;
+      }
+      this.#hold(status as number);
       // As Node's writeHead does: the code that wrote it reads the status it wrote.
       res.statusCode = args[0] as number;
       return res;
@@ -187,7 +195,7 @@ class AnswerWatch {
 
   /** Holds the head Node would write on its own (`res.statusCode`, the headers set), as Node checks it. */
   #holdImplicit(res: ServerResponse): void {
-    checkHead([res.statusCode, res.statusMessage]);
+    checkReason(res.statusMessage);
     this.#hold(res.statusCode);
   }
 
@@ -250,28 +258,13 @@ function checkChunk(chunk: unknown): void {
 }
 
 /**
- * Node's own refusal of a head, thrown where Node's writeHead would throw it (a held head reaches
- * Node later): a reason or a header value with a character HTTP cannot carry, a header name that
- * is no token, headers given as an array that is not name, value pairs.
+ * The reason of a head Node would refuse (a character HTTP cannot carry), thrown where Node's
+ * writeHead would throw it, since a held head reaches Node later. By hand, as checkChunk, so that
+ * the Node adapters import no built-in.
  */
-function checkHead(args: Args): void {
-  const [, reason, headers] = typeof args[1] === "string" ? args : [args[0], undefined, args[1]];
+function checkReason(reason: unknown): void {
   if (typeof reason === "string" && /[^\t\x20-\x7e\x80-\xff]/.test(reason)) {
     throw Object.assign(new TypeError("Invalid character in statusMessage"), { code: "ERR_INVALID_CHAR" });
-  }
-  if (headers == null || typeof headers !== "object") return;
-  let pairs: unknown[][];
-  if (!Array.isArray(headers)) pairs = Object.entries(headers);
-  else if (headers.every((pair) => Array.isArray(pair))) pairs = headers as unknown[][];
-  else if (headers.length % 2 === 0) pairs = headers.flatMap((name, i) => (i % 2 ? [] : [[name, headers[i + 1]]]));
-  else {
-    throw Object.assign(new TypeError(`The argument 'headers' is invalid. Received ${JSON.stringify(headers)}`), {
-      code: "ERR_INVALID_ARG_VALUE",
-    });
-  }
-  for (const [name, value] of pairs) {
-    validateHeaderName(String(name));
-    validateHeaderValue(String(name), value as string);
   }
 }
 

@@ -122,9 +122,9 @@ const writers: Writer[] = [
     },
   },
   {
-    name: "res.writeHead(200, headers) with a value, a name or an array Node refuses: each throws at once, as Node's does, and a good head after them leaves",
+    name: "res.writeHead(200, headers) with a value or a name Node refuses: each throws at once, as Node's does, and a good head after them leaves",
     route: (seen) => (_req, res) => {
-      for (const headers of [{ "x-bad": "a\nb" }, { "x bad": "1" }, ["x-a"]]) {
+      for (const headers of [{ "x-bad": "a\nb" }, { "x bad": "1" }, { "x-none": undefined }]) {
         try {
           res.writeHead(200, headers as unknown as Record<string, string>);
         } catch (error) {
