@@ -122,6 +122,7 @@ export const webhookPlugin: FastifyPluginAsync<FastifyWebhookOptions> = Object.a
  */
 function settlesWhenEnded(reply: FastifyReply): void {
   const { then } = reply;
+  // biome-ignore lint/suspicious/noThenProperty: the reply is Fastify's own thenable; only when it resolves changes.
   reply.then = function thenWhenEnded(this: FastifyReply, fulfilled, rejected) {
     if (!this.sent) this.raw.once(HELD_END, () => fulfilled());
     return then.call(this, fulfilled, rejected);
