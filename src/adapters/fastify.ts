@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { WebhookEvent } from "../events.js";
 import { nodeBody } from "../node/body-source.js";
-import { watchAnswer } from "../node/watch-answer.js";
+import { HELD_END, watchAnswer } from "../node/watch-answer.js";
 import type { HandlerOptions } from "../receiver/options.js";
 import type { Answer, Delivery } from "../receiver/protocol.js";
 import { createReceiver } from "../receiver/receiver.js";
@@ -74,6 +74,7 @@ export const webhookPlugin: FastifyPluginAsync<FastifyWebhookOptions> = Object.a
         onError: options.onError ?? logToRequest,
         onEvent(event, request, reply) {
           request.webhookEvent = event;
+          settlesWhenEnded(reply);
           return onEvent(event, request, reply);
         },
       },
@@ -112,6 +113,21 @@ export const webhookPlugin: FastifyPluginAsync<FastifyWebhookOptions> = Object.a
   },
   { [Symbol.for("fastify.display-name")]: "flag-webhooks" },
 );
+
+/**
+ * A Fastify reply is a thenable that resolves once the answer has been sent ("finish"), and the
+ * handler that sends a stream returns it, as Fastify asks (`return reply.send(stream)`). Held
+ * until the handler has finished, that answer would never finish: the reply resolves once its
+ * answer has ended instead, held or not.
+ */
+function settlesWhenEnded(reply: FastifyReply): void {
+  const { then } = reply;
+  // biome-ignore lint/suspicious/noThenProperty: the reply is Fastify's own thenable; only when it resolves changes.
+  reply.then = function thenWhenEnded(this: FastifyReply, fulfilled, rejected) {
+    if (!this.sent) this.raw.once(HELD_END, () => fulfilled());
+    return then.call(this, fulfilled, rejected);
+  };
+}
 
 function logToRequest(error: unknown, request: FastifyRequest): void {
   request.log.error({ err: error }, "flag-webhooks: onEvent, a hook or the dedupe store failed");

@@ -3,6 +3,25 @@ import { isSuccess } from "../receiver/answers.js";
 import type { Accepted, Answer } from "../receiver/protocol.js";
 
 type Args = unknown[];
+type Original = Pick<
+  ServerResponse,
+  "writeHead" | "write" | "end" | "destroy" | "setHeader" | "appendHeader" | "removeHeader"
+>;
+
+/** The methods that change the head, and the verb of Node's refusal once it is sent. */
+const HEADER_METHODS = [
+  ["setHeader", "set"],
+  ["appendHeader", "append"],
+  ["removeHeader", "remove"],
+] as const;
+
+/**
+ * The event a response emits when a held answer is ended: it reads as sent from then on, but
+ * Node's "finish" comes only once the answer is released, after the handler has finished. A
+ * framework whose handlers wait for their answer to be sent (a Fastify reply they return) waits
+ * for this instead, or it would wait for ever.
+ */
+export const HELD_END = Symbol.for("flag-webhooks.held-end");
 
 /**
  * Watches the answer Node sends on `res` for one accepted delivery, whoever writes it (the core,
@@ -16,7 +35,9 @@ type Args = unknown[];
  * (its head, writes and end kept in memory, the response looking sent to the code that wrote it)
  * until the receiver has decided and the store has recorded the event; then it is written as it
  * was, or replaced by the answer the receiver gives instead (a 503 when the commit failed, the
- * error's answer when the handler threw after it). Any other answer leaves at once.
+ * error's answer when the handler threw after it). Meanwhile the response reads as Node's reads
+ * once sent: a change to its head throws, `end()` again does nothing, a write after `end()` is
+ * refused (so the bytes that leave are the ones Node would have sent). Any other answer leaves at once.
  *
  * @param endsHandler whether the answer is also the only sign the handler finished (Express's
  *   route after the middleware), rather than something the adapter reports itself.
@@ -35,6 +56,14 @@ export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler
   res.destroy = function destroy(this: ServerResponse, error?: Error) {
     return watch.destroy(this, error);
   };
+  for (const [method, verb] of HEADER_METHODS) {
+    (res as unknown as Record<string, (...args: Args) => unknown>)[method] = function header(
+      this: ServerResponse,
+      ...args: Args
+    ) {
+      return watch.header(this, method, verb, args);
+    };
+  }
   res.once("close", watch.closed);
 }
 
@@ -42,7 +71,7 @@ class AnswerWatch {
   readonly #res: ServerResponse;
   readonly #accepted: Accepted;
   readonly #endsHandler: boolean;
-  readonly #original: Pick<ServerResponse, "writeHead" | "write" | "end" | "destroy">;
+  readonly #original: Original;
   /** The status of the head, once fixed (written, or held). */
   #fixed: number | undefined;
   /** A 2xx answer is being held. */
@@ -51,20 +80,35 @@ class AnswerWatch {
   readonly #writes: Args[] = [];
   /** The answer was reported to the receiver. */
   #over = false;
+  /** The held answer was written (or replaced): Node has the response again. */
+  #released = false;
 
   constructor(res: ServerResponse, accepted: Accepted, endsHandler: boolean) {
     this.#res = res;
     this.#accepted = accepted;
     this.#endsHandler = endsHandler;
-    const { writeHead, write, end, destroy } = res;
-    this.#original = { writeHead, write, end, destroy };
+    const { writeHead, write, end, destroy, setHeader, appendHeader, removeHeader } = res;
+    this.#original = { writeHead, write, end, destroy, setHeader, appendHeader, removeHeader };
   }
 
   writeHead(res: ServerResponse, args: Args): ServerResponse {
-    if (this.#holding) throw headersSent();
+    if (this.#released) return (this.#original.writeHead as (...args: Args) => ServerResponse).apply(res, args);
+    if (this.#holding) throw headersSent("write");
     if (!this.#over && this.#fixed === undefined && Number.isInteger(args[0]) && this.#holds(args[0])) {
-      this.#hold(args[0] as number);
-      this.#head = args;
+      // A head Node refuses throws before anything is held, as Node throws before it writes: its
+      // headers go through Node's own setHeader now, as Node's writeHead sets them, and the head
+      // held is the status and reason.
+      const [status, reason, headers] = typeof args[1] === "string" ? args : [args[0], undefined, args[1]];
+      checkReason(reason);
+      if (headers && typeof headers === "object" && !Array.isArray(headers)) {
+        for (const [name, value] of Object.entries(headers)) res.setHeader(name, value as string);
+        this.#head = reason === undefined ? [status] : [status, reason];
+      } else {
+        this.#head = args;
+      }
+      this.#hold(status as number);
+      // As Node's writeHead does: the code that wrote it reads the status it wrote.
+      res.statusCode = args[0] as number;
       return res;
     }
     const result = (this.#original.writeHead as (...args: Args) => ServerResponse).apply(res, args);
@@ -72,21 +116,30 @@ class AnswerWatch {
     return result;
   }
 
+  /** A change to the head: refused once a held answer's head is fixed, as Node refuses it once sent. */
+  header(res: ServerResponse, method: (typeof HEADER_METHODS)[number][0], verb: string, args: Args): unknown {
+    if (this.#holding && !this.#released) throw headersSent(verb);
+    return (this.#original[method] as (...args: Args) => unknown).apply(res, args);
+  }
+
   write(res: ServerResponse, args: Args): boolean {
+    if (this.#released) return (this.#original.write as (...args: Args) => boolean).apply(res, args);
+    if (this.#holding && this.#over) return writeAfterEnd(res, args);
     const begins = !this.#holding && this.#begins();
     if (!this.#holding && !begins) return (this.#original.write as (...args: Args) => boolean).apply(res, args);
     // A chunk Node refuses throws before anything is held, as Node throws before it writes.
     checkChunk(args[0]);
-    if (begins) this.#hold(res.statusCode);
+    if (begins) this.#holdImplicit(res);
     this.#writes.push(args);
     return true;
   }
 
   end(res: ServerResponse, args: Args): ServerResponse {
+    if (this.#holding && this.#over && !this.#released) return endAfterEnd(res, args);
     if (this.#over) return (this.#original.end as (...args: Args) => ServerResponse).apply(res, args);
     if (!this.#holding && this.#begins()) {
       checkChunk(args[0]);
-      this.#hold(res.statusCode);
+      this.#holdImplicit(res);
     }
     if (!this.#holding) {
       // An end that throws (a body Node refuses) sent nothing: the answer the error handler writes
@@ -100,6 +153,7 @@ class AnswerWatch {
     checkChunk(args[0]);
     this.#over = true;
     looks(res, "writableEnded");
+    res.emit(HELD_END);
     void this.#report(this.#fixed).then((instead) => this.#release(args, instead));
     return res;
   }
@@ -139,6 +193,12 @@ class AnswerWatch {
     return isSuccess(status as number) && this.#accepted.holdsAnswer();
   }
 
+  /** Holds the head Node would write on its own (`res.statusCode`, the headers set), as Node checks it. */
+  #holdImplicit(res: ServerResponse): void {
+    checkReason(res.statusMessage);
+    this.#hold(res.statusCode);
+  }
+
   #hold(status: number): void {
     this.#holding = true;
     this.#fixed = status;
@@ -161,6 +221,7 @@ class AnswerWatch {
   /** Writes the held answer as it was, or the receiver's answer in its place. */
   #release(endArgs: Args, instead: Answer | undefined): void {
     const res = this.#res;
+    this.#released = true;
     this.#restore();
     if (res.destroyed) return;
     try {
@@ -196,8 +257,51 @@ function checkChunk(chunk: unknown): void {
   );
 }
 
-function headersSent(): Error {
-  return Object.assign(new Error("Cannot write headers after they are sent to the client"), {
+/**
+ * The reason of a head Node would refuse (a character HTTP cannot carry), thrown where Node's
+ * writeHead would throw it, since a held head reaches Node later. By hand, as checkChunk, so that
+ * the Node adapters import no built-in.
+ */
+function checkReason(reason: unknown): void {
+  if (typeof reason === "string" && /[^\t\x20-\x7e\x80-\xff]/.test(reason)) {
+    throw Object.assign(new TypeError("Invalid character in statusMessage"), { code: "ERR_INVALID_CHAR" });
+  }
+}
+
+function headersSent(verb: string): Error {
+  return Object.assign(new Error(`Cannot ${verb} headers after they are sent to the client`), {
     code: "ERR_HTTP_HEADERS_SENT",
   });
+}
+
+/**
+ * A write to a held answer that was already ended, refused as Node refuses a write after end: it
+ * returns false, and the error reaches the write's callback and the response's "error" listeners
+ * (never the body of the answer, which was complete when it was ended).
+ */
+function writeAfterEnd(res: ServerResponse, args: Args): boolean {
+  const callback = callbackOf(args) as ((error: Error) => void) | undefined;
+  const error = Object.assign(new Error("write after end"), { code: "ERR_STREAM_WRITE_AFTER_END" });
+  queueMicrotask(() => {
+    callback?.(error);
+    res.emit("error", error);
+  });
+  return false;
+}
+
+/** `end()` again on a held answer already ended: nothing more, as on Node's (a chunk is a write after end). */
+function endAfterEnd(res: ServerResponse, args: Args): ServerResponse {
+  if (args[0] != null && typeof args[0] !== "function") {
+    writeAfterEnd(res, args);
+    return res;
+  }
+  const callback = callbackOf(args) as (() => void) | undefined;
+  if (callback) res.once("finish", callback);
+  return res;
+}
+
+/** The callback of a write or end: its last argument, when that is a function. */
+function callbackOf(args: Args): unknown {
+  const last = args[args.length - 1];
+  return typeof last === "function" ? last : undefined;
 }

@@ -71,7 +71,8 @@ const NAMES = { "#pk": "pk", "#state": "state", "#token": "token", "#claim": "cl
  * ran out), so of two instances that get the same delivery at the same moment one runs the
  * handler. Each claim also carries a token of its own, which the condition lets through: when the
  * answer to that write is lost and the SDK sends it again, the store finds its own claim and
- * takes it, rather than answering in flight until the lease runs out. Keys are `scope#id`, a long
+ * takes it, rather than answering in flight until the lease runs out; when the SDK gives up on
+ * it instead, the store deletes that claim, if it landed, and no other. Keys are `scope#id`, a long
  * or unusual id hashed (`scope##<sha256>`, see docs/delivery.md). A delivery costs two requests
  * (claim, then `PutItem` done); a duplicate costs one (the failed condition returns the item that
  * holds the id); a failed handler's release is one `DeleteItem` conditioned on this store's token,
@@ -145,7 +146,13 @@ export class DynamoDBDedupeStore implements DedupeStore {
         );
         return "claimed";
       } catch (error) {
-        if (!isConditionFailure(error)) throw error;
+        if (!isConditionFailure(error)) {
+          // It may have landed all the same (its answer lost with no attempt left, or aborted past
+          // the timeout): it holds the id for nobody, so free it, this claim only, so the sender's
+          // retry is not kept waiting for the lease.
+          void this.#forget(pk, claim).catch(() => {});
+          throw error;
+        }
         // DynamoDB returns the item that failed the condition; an implementation that does not
         // (dynalite, older DynamoDB Local) costs a strongly consistent read.
         const held = error.Item ?? (await this.#get(pk));
@@ -176,6 +183,24 @@ export class DynamoDBDedupeStore implements DedupeStore {
       );
     } catch (error) {
       // Not ours any more (lapsed and claimed by another instance, or completed): leave it.
+      if (!isConditionFailure(error)) throw error;
+    }
+  }
+
+  /** Deletes the claim `claim` made of `pk`, if it is there: never another claim, never a done id. */
+  async #forget(pk: string, claim: string): Promise<void> {
+    try {
+      await this.#client.send(
+        new DeleteItemCommand({
+          TableName: this.#table,
+          Key: { pk: { S: pk } },
+          ConditionExpression: "#claim = :claim AND #state = :claimed",
+          ExpressionAttributeNames: { "#claim": NAMES["#claim"], "#state": NAMES["#state"] },
+          ExpressionAttributeValues: { ":claim": { S: claim }, ":claimed": { S: CLAIMED } },
+        }),
+        this.#bounded(),
+      );
+    } catch (error) {
       if (!isConditionFailure(error)) throw error;
     }
   }

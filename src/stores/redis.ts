@@ -35,16 +35,20 @@ export interface RedisDedupeStoreOptions {
 
 const DONE = "done";
 const DEFAULT_TIMEOUT = 2000;
-// Deletes the key only while it still holds this process's claim: after a lease expired, another
-// instance may hold the id, and its claim must survive our release.
-const RELEASE = 'if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0';
+// Deletes the key only while it holds a claim that starts with ARGV[1]: this store's (its token
+// and a slash), or one claim's whole value. After a lease expired another instance may hold the id,
+// and its claim must survive our release.
+const RELEASE =
+  'local v = redis.call("GET", KEYS[1]) if v and string.sub(v, 1, string.len(ARGV[1])) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0';
 
 /**
  * A dedupe store on Redis, shared by every receiver instance that uses the same server, prefix
  * and `scope`. Keys are `<prefix><scope>:<event id>`, the id as every store keeps it (a long or
  * unusual id is hashed: `<prefix><scope>:#<sha256>`, see docs/delivery.md). A claim is one atomic
  * `SET key token NX PX lease GET`: of two instances that get the same delivery at the same
- * moment, one runs the handler. Marking it done is one `SET key done PX ttl`; a duplicate costs
+ * moment, one runs the handler. Each claim's token is its own, so a claim whose answer was lost
+ * is recognised when the client sends it again (ioredis does), and freed when the client gives up
+ * on it (node-redis does), rather than holding the id against the sender's retry for a lease. Marking it done is one `SET key done PX ttl`; a duplicate costs
  * the one claim. Every call rejects with `WebhookError("store_unavailable")` after `timeout`.
  * Needs Redis 7.0 or later (`SET` with both `NX` and `GET`).
  *
@@ -61,10 +65,11 @@ export class RedisDedupeStore implements DedupeStore {
   readonly #send: (args: string[]) => Promise<unknown>;
   readonly #prefix: string;
   readonly #timeout: number;
-  // The value of this store's claims: release() deletes a key only while it holds this value, so
-  // it never frees another instance's claim. Per store, not per claim, so nothing is kept per id;
-  // within one process the receiver releases a claim only while its lease lasts.
-  readonly #token = claimToken();
+  // What this store's claims start with: release() deletes a key only while it holds a claim of
+  // this store, so it never frees another instance's. Each claim adds a token of its own (so
+  // nothing is kept per id): `<store token>/<claim token>/`. Within one process the receiver
+  // releases a claim only while its lease lasts.
+  readonly #token = `${claimToken()}/`;
 
   constructor(client: RedisClientLike, options: RedisDedupeStoreOptions) {
     if (client && typeof (client as { call?: unknown }).call === "function") {
@@ -83,12 +88,21 @@ export class RedisDedupeStore implements DedupeStore {
 
   async claim(id: string, lease: number): Promise<ClaimResult> {
     const key = await this.#key(id);
-    const previous = await this.#call(["SET", key, this.#token, "PX", ms(lease), "NX", "GET"], (late) => {
-      // A claim that lands after the caller was told it failed holds the id for nobody: free it,
-      // so the retry is not kept waiting for the lease.
-      if (late === null || late === undefined) void this.release(id).catch(() => {});
-    });
-    if (previous === null || previous === undefined) return "claimed";
+    // This claim's own value. A SET whose answer was lost (the connection broke after Redis ran
+    // it) is sent again by ioredis once it reconnects, and then reads this value back: the claim
+    // is this one, not another delivery's.
+    const value = `${this.#token}${claimToken()}/`;
+    let previous: unknown;
+    try {
+      previous = await this.#call(["SET", key, value, "PX", ms(lease), "NX", "GET"]);
+    } catch (error) {
+      // It may have landed all the same (its answer lost, or later than the timeout): it holds the
+      // id for nobody, so free it, that claim only, sent after the SET on the same connection, so
+      // the retry is not kept waiting for the lease.
+      void this.#call(["EVAL", RELEASE, "1", key, value]).catch(() => {});
+      throw error;
+    }
+    if (previous === null || previous === undefined || String(previous) === value) return "claimed";
     return String(previous) === DONE ? "done" : "in_flight";
   }
 
@@ -105,17 +119,15 @@ export class RedisDedupeStore implements DedupeStore {
   }
 
   /**
-   * One command, bounded by the timeout; `late` gets its result if it arrives after that. The
-   * client's own error (a lost connection, a refused command) rejects as it is; one that comes
-   * after the timeout changes nothing.
+   * One command, bounded by the timeout. The client's own error (a lost connection, a refused
+   * command) rejects as it is; one that comes after the timeout changes nothing.
    */
-  async #call(args: string[], late?: (result: unknown) => void): Promise<unknown> {
+  async #call(args: string[]): Promise<unknown> {
     const sent = this.#send(args); // in an async function: a client that throws rejects instead
     return withTimeout(
       sent,
       this.#timeout,
       () => new WebhookError("store_unavailable", `Redis did not answer within ${this.#timeout} ms`),
-      late,
     );
   }
 }

@@ -239,7 +239,7 @@ describe("DurableObjectDedupeStore: what it sends, and answers a DedupeObject ne
     return (await stub.fetch("https://object/__last")).json();
   }
 
-  it("POSTs one JSON command per call: the op, scope#id, the ms rounded up, and this store's token", async () => {
+  it("POSTs one JSON command per call: the op, scope#id, the ms rounded up, this store's token, and a claim's own", async () => {
     const store = new DurableObjectDedupeStore(odd, { scope: "sent", shards: 1 });
     const other = new DurableObjectDedupeStore(odd, { scope: "sent", shards: 1 });
     expect(await store.claim("evt_1", 1.2)).toBe("claimed");
@@ -247,7 +247,13 @@ describe("DurableObjectDedupeStore: what it sends, and answers a DedupeObject ne
     expect(claim).toEqual({
       method: "POST",
       url: "https://dedupe-object/",
-      command: { op: "claim", key: "sent#evt_1", ms: 2, token: expect.stringMatching(/^claim\.[0-9a-z]+$/) },
+      command: {
+        op: "claim",
+        key: "sent#evt_1",
+        ms: 2,
+        token: expect.stringMatching(/^claim\.[0-9a-z]+$/),
+        claim: expect.stringMatching(/^claim\.[0-9a-z]+$/),
+      },
     });
     await store.complete("evt_1", 60_000.5);
     expect(await last("sent")).toMatchObject({ command: { op: "complete", key: "sent#evt_1", ms: 60_001 } });

@@ -29,6 +29,11 @@ export interface DedupeCommand {
   ms: number;
   /** The claiming store's token (claim, release). */
   token: string;
+  /**
+   * This one claim's own token (claim; release of a claim that failed): a claim sent again finds
+   * its own record and is claimed, and such a release frees that claim and no other.
+   */
+  claim?: string;
 }
 
 /** An id's record: claimed by a token until `expiresAt`, or done until `expiresAt` (ms). */
@@ -36,6 +41,7 @@ interface Entry {
   state: "claimed" | "done";
   expiresAt: number;
   token?: string;
+  claim?: string;
 }
 
 const ENTRY = "id:";
@@ -106,20 +112,22 @@ export class DedupeObject {
       await this.#storage.setAlarm(Math.max(Date.now(), Number(next[0].slice(INDEX.length, INDEX.length + 15))));
   }
 
-  async #run({ op, key, ms, token }: DedupeCommand): Promise<ClaimResult | "ok"> {
+  async #run({ op, key, ms, token, claim }: DedupeCommand): Promise<ClaimResult | "ok"> {
     const now = Date.now();
     const entryKey = ENTRY + key;
     // Only storage operations from here to the write: the input gate keeps other requests out.
     const held = await this.#storage.get<Entry>(entryKey);
     const live = held && held.expiresAt > now ? held : undefined;
+    const ours = live?.state === "claimed" && (claim === undefined ? live.token === token : live.claim === claim);
     if (op === "claim") {
-      if (live) return live.state === "done" ? "done" : "in_flight";
-      await this.#write(entryKey, { state: "claimed", expiresAt: now + ms, token }, held);
+      // The same claim again (its first answer lost): it is this claim.
+      if (live) return live.state === "done" ? "done" : ours && claim !== undefined ? "claimed" : "in_flight";
+      await this.#write(entryKey, { state: "claimed", expiresAt: now + ms, token, ...(claim && { claim }) }, held);
       return "claimed";
     }
     if (op === "complete") {
       await this.#write(entryKey, { state: "done", expiresAt: now + ms }, held);
-    } else if (live?.state === "claimed" && live.token === token) {
+    } else if (live && ours) {
       // Never another store's claim (its lease lapsed and it was claimed again), never a done id.
       await this.#storage.delete([entryKey, indexKey(entryKey, live)]);
     }
@@ -144,8 +152,9 @@ function indexKey(entryKey: string, entry: Entry): string {
 }
 
 function commandOf(value: unknown): DedupeCommand {
-  const { op, key, ms, token } = (value ?? {}) as Partial<DedupeCommand>;
+  const { op, key, ms, token, claim } = (value ?? {}) as Partial<DedupeCommand>;
   if (
+    (claim === undefined || (typeof claim === "string" && claim !== "")) &&
     (op === "claim" || op === "complete" || op === "release") &&
     typeof key === "string" &&
     key !== "" &&
@@ -155,7 +164,7 @@ function commandOf(value: unknown): DedupeCommand {
     Number.isFinite(ms) &&
     ms >= 0
   ) {
-    return { op, key, ms, token };
+    return claim === undefined ? { op, key, ms, token } : { op, key, ms, token, claim };
   }
   // Stryker disable next-line StringLiteral: fetch() catches this and answers its own 400 text.
   throw new TypeError("not a dedupe command");

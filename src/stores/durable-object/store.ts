@@ -35,7 +35,9 @@ export interface DurableObjectDedupeStoreOptions {
  * at a time over its transactional storage. The ids are sharded over `shards` objects by hash, so
  * no single object carries every delivery. Keys are `scope#id`, a long or unusual id hashed
  * (`scope##<sha256>`, see docs/delivery.md). A delivery costs two requests to the object (claim,
- * complete), a duplicate one; a release deletes only this store's claim.
+ * complete), a duplicate one; a release deletes only this store's claim. Each claim carries a
+ * token of its own: sent again after its answer was lost, it is claimed, not read as another's;
+ * when its request fails, the store frees that claim, if it landed, and no other.
  *
  * @example
  * ```ts
@@ -74,8 +76,18 @@ export class DurableObjectDedupeStore implements DedupeStore {
     this.#shards = shards;
   }
 
-  claim(id: string, lease: number): Promise<ClaimResult> {
-    return this.#send("claim", id, lease) as Promise<ClaimResult>;
+  async claim(id: string, lease: number): Promise<ClaimResult> {
+    // This claim's own token: sent again after its answer was lost, the object finds it its own.
+    const claim = claimToken();
+    try {
+      return (await this.#send("claim", id, lease, claim)) as ClaimResult;
+    } catch (error) {
+      // It may have landed all the same (the object stored it, and its answer was lost): it holds
+      // the id for nobody, so free it, this claim only, so the sender's retry is not kept waiting
+      // for the lease.
+      void this.#send("release", id, 0, claim).catch(() => {});
+      throw error;
+    }
   }
 
   async complete(id: string, ttl: number): Promise<void> {
@@ -91,10 +103,10 @@ export class DurableObjectDedupeStore implements DedupeStore {
     return `${this.#scope}:${fnv1a(key) % this.#shards}`;
   }
 
-  async #send(op: DedupeCommand["op"], id: string, ms: number): Promise<unknown> {
+  async #send(op: DedupeCommand["op"], id: string, ms: number, claim?: string): Promise<unknown> {
     const key = await scopedKey(this.#scope, id);
     const stub = this.#namespace.get(this.#namespace.idFromName(this.#objectName(key)) as never);
-    const command: DedupeCommand = { op, key, ms: Math.ceil(ms), token: this.#token };
+    const command: DedupeCommand = { op, key, ms: Math.ceil(ms), token: this.#token, ...(claim && { claim }) };
     const response = await stub.fetch("https://dedupe-object/", { method: "POST", body: JSON.stringify(command) });
     if (response.status !== 200) throw new Error(`flag-webhooks: the DedupeObject answered ${response.status}`);
     const { result } = (await response.json()) as { result: unknown };

@@ -49,8 +49,10 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
   readonly #retention: number;
   readonly #lockTimeout: number;
   readonly #timeout: number;
-  // The value of this instance's DedupeStore claims: release() deletes only rows holding it.
-  readonly #token = claimToken();
+  // What this instance's DedupeStore claims start with: release() deletes only rows of its own.
+  // Each claim adds a token of its own (`<instance token>/<claim token>/`), so that a claim whose
+  // answer was lost can free itself and no other.
+  readonly #token = `${claimToken()}/`;
 
   constructor(client: Client, options: PostgresInboxOptions) {
     if (typeof options !== "object" || options === null) {
@@ -199,7 +201,26 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
   /** DedupeStore: claims `eventId` for `lease` ms in one statement (insert, or take over an expired row). */
   async claim(eventId: string, lease: number): Promise<ClaimResult> {
     const id = await storedId(eventId);
-    const rows = await this.#driver.query(
+    const token = `${this.#token}${claimToken()}/`;
+    let rows: readonly Record<string, unknown>[];
+    try {
+      rows = await this.#claim(id, token, lease);
+    } catch (error) {
+      // It may have committed all the same (the connection broke before its answer came back):
+      // it holds the id for nobody, so free it, this claim only, so the sender's retry is not
+      // kept waiting for the lease.
+      void this.#free(id, token).catch(() => {});
+      throw error;
+    }
+    const result = rows[0]?.result;
+    if (result === "claimed" || result === "done") return result;
+    // "in_flight", or no row: another instance inserted it after this statement's snapshot.
+    return "in_flight";
+  }
+
+  /** The one statement of a claim: insert, or take over an expired row, returning the state. */
+  #claim(id: string, token: string, lease: number): Promise<readonly Record<string, unknown>[]> {
+    return this.#driver.query(
       `with claim as (
          insert into ${this.#table} (scope, id, state, token, expires_at)
          values ($1::text, $2::text, 'claimed', $3::text, now() + $4::bigint * interval '1 millisecond')
@@ -212,12 +233,8 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
        union all
        select case when state = 'done' then 'done' else 'in_flight' end from ${this.#table}
        where scope = $1::text and id = $2::text and not exists (select 1 from claim)`,
-      [this.#scope, id, this.#token, Math.max(1, Math.ceil(lease))],
+      [this.#scope, id, token, Math.max(1, Math.ceil(lease))],
     );
-    const result = rows[0]?.result;
-    if (result === "claimed" || result === "done") return result;
-    // "in_flight", or no row: another instance inserted it after this statement's snapshot.
-    return "in_flight";
   }
 
   /** DedupeStore: marks `eventId` handled for `ttl` ms. */
@@ -233,10 +250,15 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
 
   /** DedupeStore: frees this instance's claim on `eventId`; never another instance's, never a done id. */
   async release(eventId: string): Promise<void> {
-    const id = await storedId(eventId);
+    await this.#free(await storedId(eventId), this.#token);
+  }
+
+  /** Deletes the claim of `id` whose token starts with `token`: this instance's, or one claim's. */
+  async #free(id: string, token: string): Promise<void> {
     await this.#driver.query(
-      `delete from ${this.#table} where scope = $1::text and id = $2::text and state = 'claimed' and token = $3::text`,
-      [this.#scope, id, this.#token],
+      `delete from ${this.#table} where scope = $1::text and id = $2::text and state = 'claimed'
+       and left(token, length($3::text)) = $3::text`,
+      [this.#scope, id, token],
     );
   }
 

@@ -1,0 +1,432 @@
+import { createServer, type Server } from "node:http";
+import { connect } from "node:net";
+import { Readable } from "node:stream";
+import { fileURLToPath } from "node:url";
+import compression from "compression";
+import express from "express";
+import Fastify, { type FastifyReply } from "fastify";
+import { MemoryDedupeStore } from "flag-webhooks";
+import { webhookMiddleware } from "flag-webhooks/express";
+import { webhookPlugin } from "flag-webhooks/fastify";
+import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
+import Koa from "koa";
+import { afterEach, describe, expect, it } from "vitest";
+import { delivery } from "../support/deliveries.js";
+import { post, serverPerTest } from "../support/http.js";
+
+// The held answer (node/watch-answer.ts) behaves, on the wire and to the code that writes it, as
+// the same answer would without holding: with dedupe on, a 2xx waits in memory until the store has
+// the event, and then the bytes that leave are the bytes Node would have sent at once. Each route
+// below runs twice, without and with dedupe, on one keep-alive connection carrying two pipelined
+// deliveries, and the raw bytes of both answers (Date aside) and what the route saw must match.
+
+const SECRET = "watch-answer-secret";
+const serve = serverPerTest();
+
+/** Two signed deliveries written back to back on one connection (pipelined, keep-alive). */
+async function twoPipelined(extraHeaders: string): Promise<string> {
+  const one = async () => {
+    const d = await delivery(SECRET);
+    const head = Object.entries(d.headers)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join("");
+    return `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\n${extraHeaders}content-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
+  };
+  return (await one()) + (await one());
+}
+
+/** The raw bytes the server answers on one connection within `ms`, its Date headers left out. */
+function exchange(server: Server, bytes: string, ms = 500): Promise<string> {
+  const { port } = server.address() as { port: number };
+  return new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    let received = "";
+    const done = () => {
+      socket.destroy();
+      resolve(received.replace(/^date: .*\r\n/gim, ""));
+    };
+    socket.on("data", (chunk: Buffer) => {
+      received += chunk.toString("latin1");
+    });
+    socket.on("error", () => {});
+    socket.on("close", done);
+    socket.write(bytes);
+    setTimeout(done, ms);
+  });
+}
+
+interface Writer {
+  name: string;
+  route: (seen: string[]) => express.RequestHandler;
+  /** Compression before the middleware ("before") or between it and the route ("after"). */
+  compress?: "before" | "after";
+  headers?: string;
+}
+
+const long = "x".repeat(4000);
+
+const writers: Writer[] = [
+  {
+    name: "res.send() twice: the second throws, and the first answer's Content-Length is its own",
+    route: (seen) => (_req, res) => {
+      res.send("hello");
+      try {
+        res.send("a much longer body than the first");
+      } catch (error) {
+        seen.push((error as { code?: string }).code ?? "?");
+      }
+    },
+  },
+  {
+    name: "res.end() again after res.send(): nothing more, no error",
+    route: (seen) => (_req, res) => {
+      res.status(200).send("ok");
+      res.end();
+      seen.push(`ended ${res.writableEnded}`);
+    },
+  },
+  {
+    name: "res.write() after res.end(): refused (false, ERR_STREAM_WRITE_AFTER_END), never part of the body",
+    route: (seen) => (_req, res) => {
+      res.on("error", (error: NodeJS.ErrnoException) => seen.push(`error ${error.code}`));
+      res.end("ok");
+      seen.push(
+        `write ${res.write("extra", (error) => seen.push(`callback ${(error as NodeJS.ErrnoException)?.code}`))}`,
+      );
+    },
+  },
+  {
+    name: "res.setHeader() after the answer: refused with ERR_HTTP_HEADERS_SENT, never sent",
+    route: (seen) => (_req, res) => {
+      res.status(200).send("ok");
+      try {
+        res.setHeader("x-late", "1");
+      } catch (error) {
+        seen.push((error as { code?: string }).code ?? "?");
+      }
+      try {
+        res.removeHeader("content-type");
+      } catch (error) {
+        seen.push((error as { code?: string }).code ?? "?");
+      }
+    },
+  },
+  {
+    name: "res.writeHead(201, headers), then writes: the status reads back as written",
+    route: (seen) => (_req, res) => {
+      res.writeHead(201, { "x-a": "1", "content-type": "text/plain" });
+      seen.push(`status ${res.statusCode}`);
+      res.write("a");
+      res.write("b");
+      res.end("c");
+    },
+  },
+  {
+    name: "res.writeHead(200, headers) with a value or a name Node refuses: each throws at once, as Node's does, and a good head after them leaves",
+    route: (seen) => (_req, res) => {
+      for (const headers of [{ "x-bad": "a\nb" }, { "x bad": "1" }, { "x-none": undefined }]) {
+        try {
+          res.writeHead(200, headers as unknown as Record<string, string>);
+        } catch (error) {
+          seen.push((error as { code?: string }).code ?? "?");
+        }
+      }
+      res.writeHead(200, { "x-good": "1" });
+      res.end("ok");
+    },
+  },
+  {
+    name: "a statusMessage Node refuses, then res.end(): it throws at once, as Node's does",
+    route: (seen) => (_req, res) => {
+      res.statusMessage = "OK\r\nx-injected: 1";
+      try {
+        res.end("ok");
+      } catch (error) {
+        seen.push((error as { code?: string }).code ?? "?");
+        res.statusMessage = "Fine";
+        res.end("ok");
+      }
+    },
+  },
+  {
+    name: "a stream piped into res",
+    route: () => (_req, res) => {
+      res.setHeader("content-type", "text/plain");
+      Readable.from(["a", "b", "c"]).pipe(res);
+    },
+  },
+  {
+    name: "trailers",
+    route: () => (_req, res) => {
+      res.writeHead(200, { trailer: "x-t", "content-type": "text/plain" });
+      res.write("a");
+      res.addTrailers({ "x-t": "v" });
+      res.end();
+    },
+  },
+  {
+    name: "res.writeContinue() for Expect: 100-continue",
+    headers: "expect: 100-continue\r\n",
+    route: () => (_req, res) => {
+      res.writeContinue();
+      res.status(200).send("ok");
+    },
+  },
+  {
+    name: "res.writeEarlyHints()",
+    route: () => (_req, res) => {
+      res.writeEarlyHints({ link: "</a.css>; rel=preload" });
+      res.status(200).send("ok");
+    },
+  },
+  {
+    name: "res.flushHeaders(), then the body",
+    route: () => (_req, res) => {
+      res.status(200);
+      res.flushHeaders();
+      res.end("ok");
+    },
+  },
+  {
+    name: "res.cork() and res.uncork()",
+    route: () => (_req, res) => {
+      res.cork();
+      res.write("a");
+      res.write("b");
+      process.nextTick(() => {
+        res.uncork();
+        res.end();
+      });
+    },
+  },
+  {
+    name: "res.sendFile() (the send package: a file streamed, its headers set as it opens)",
+    route: (seen) => (_req, res) => {
+      res.sendFile(fileURLToPath(import.meta.url), { headers: { "content-type": "text/plain" } }, (error) =>
+        seen.push(`sent ${error === undefined ? "ok" : String(error)}`),
+      );
+    },
+  },
+  {
+    name: "the compression package before the middleware",
+    compress: "before",
+    headers: "accept-encoding: gzip\r\n",
+    route: () => (_req, res) => {
+      res.type("text").send(long);
+    },
+  },
+  {
+    name: "the compression package between the middleware and the route, streaming writes",
+    compress: "after",
+    headers: "accept-encoding: gzip\r\n",
+    route: () => (_req, res) => {
+      res.type("text");
+      res.write(long);
+      res.write(long);
+      res.end();
+    },
+  },
+];
+
+/** The app for `writer`, with or without dedupe (the claim that makes a 2xx wait). */
+async function appFor(writer: Writer, dedupe: boolean, seen: string[], errors: unknown[]): Promise<Server> {
+  const app = express();
+  const middleware = webhookMiddleware({
+    secret: SECRET,
+    onError: (error) => errors.push(error),
+    ...(dedupe ? { dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 } } : {}),
+  });
+  const route = writer.route(seen);
+  const squeeze = compression({ threshold: 0 });
+  if (writer.compress === "before") app.post("/webhooks", squeeze, middleware, route);
+  else if (writer.compress === "after") app.post("/webhooks", middleware, squeeze, route);
+  else app.post("/webhooks", middleware, route);
+  app.use((error: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+    errors.push(error);
+    if (!res.headersSent) res.status(500).end();
+  });
+  return serve(createServer(app));
+}
+
+describe("a held 2xx leaves as Node would have sent it at once", () => {
+  for (const writer of writers) {
+    it(writer.name, async () => {
+      const runs = [];
+      for (const dedupe of [false, true]) {
+        const seen: string[] = [];
+        const errors: unknown[] = [];
+        const server = await appFor(writer, dedupe, seen, errors);
+        const wire = await exchange(server, await twoPipelined(writer.headers ?? ""));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        runs.push({ wire, seen, errors: errors.map(String) });
+      }
+      const [plain, held] = runs;
+      expect(plain?.wire).toMatch(/^HTTP\/1\.1 (100|103|20\d) [\s\S]*HTTP\/1\.1 20\d /);
+      expect(held).toEqual(plain);
+    });
+  }
+});
+
+const fastifies: { close(): Promise<unknown> }[] = [];
+afterEach(async () => {
+  for (const app of fastifies.splice(0)) await app.close();
+});
+const dedupeIf = (on: boolean) => (on ? { dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 } } : {});
+
+/** A Fastify app with the plugin, whose onEvent answers with `answer(reply)`, and hooks in its context. */
+async function fastifyWith(dedupe: boolean, seen: string[], answer: (reply: FastifyReply) => unknown) {
+  const app = Fastify();
+  fastifies.push(app);
+  await app.register(async (scope) => {
+    scope.addHook("onSend", async (_request, reply, payload) => {
+      reply.header("x-on-send", "1");
+      return typeof payload === "string" ? `[${payload}]` : payload;
+    });
+    scope.addHook("onResponse", async (_request, reply) => void seen.push(`onResponse ${reply.statusCode}`));
+    await scope.register(webhookPlugin, {
+      path: "/webhooks",
+      secret: SECRET,
+      ...dedupeIf(dedupe),
+      onEvent: (_event, _request, reply) => answer(reply),
+    });
+  });
+  await app.ready();
+  return serve(app.server);
+}
+
+const frameworks: { name: string; make(dedupe: boolean, seen: string[]): Promise<Server> }[] = [
+  {
+    name: "Fastify, return reply.send(stream), as Fastify asks of a handler that sends",
+    make: (dedupe, seen) =>
+      fastifyWith(dedupe, seen, (reply) => reply.type("text/plain").send(Readable.from(["a", "b"]))),
+  },
+  {
+    name: "Fastify, an async handler that sends a stream and returns the reply",
+    make: (dedupe, seen) =>
+      fastifyWith(dedupe, seen, async (reply) => {
+        reply.type("text/plain").send(Readable.from(["a", "b"]));
+        return reply;
+      }),
+  },
+  {
+    name: "Fastify, reply.send() through an onSend hook that rewrites the payload, and onResponse",
+    make: (dedupe, seen) => fastifyWith(dedupe, seen, (reply) => reply.code(200).type("text/plain").send("ok")),
+  },
+  {
+    name: "Fastify, reply.hijack() and a head with headers written on reply.raw",
+    make: (dedupe, seen) =>
+      fastifyWith(dedupe, seen, (reply) => {
+        reply.hijack();
+        reply.raw.writeHead(202, { "x-raw": "1" });
+        reply.raw.end("raw");
+      }),
+  },
+  {
+    name: "Koa, a stream as ctx.body from the middleware after",
+    async make(dedupe) {
+      const app = new Koa();
+      app.use(koaMiddleware({ secret: SECRET, ...dedupeIf(dedupe) }));
+      app.use((ctx) => {
+        ctx.type = "text";
+        ctx.body = Readable.from(["a", "b"]);
+      });
+      return serve(createServer(app.callback()));
+    },
+  },
+  {
+    name: "Koa, a stream as ctx.body from onEvent",
+    async make(dedupe) {
+      const app = new Koa();
+      app.use(
+        koaMiddleware({
+          secret: SECRET,
+          ...dedupeIf(dedupe),
+          onEvent: (_event, ctx: Koa.Context) => {
+            ctx.type = "text";
+            ctx.body = Readable.from(["a", "b"]);
+          },
+        }),
+      );
+      return serve(createServer(app.callback()));
+    },
+  },
+];
+
+describe("a held 2xx written through Fastify and Koa leaves as it would at once", () => {
+  for (const framework of frameworks) {
+    it(framework.name, async () => {
+      const runs = [];
+      for (const dedupe of [false, true]) {
+        const seen: string[] = [];
+        const server = await framework.make(dedupe, seen);
+        const wire = await exchange(server, await twoPipelined(""));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        runs.push({ wire, seen });
+      }
+      const [plain, held] = runs;
+      expect(plain?.wire).toMatch(/^HTTP\/1\.1 20\d [\s\S]*HTTP\/1\.1 20\d /);
+      expect(held).toEqual(plain);
+    });
+  }
+});
+
+describe("onEvent that answers on res and then touches it again", () => {
+  it("res.send() then res.end(): the 2xx stands, the event is handled once and the copy is a duplicate", async () => {
+    let runs = 0;
+    const errors: unknown[] = [];
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware<express.Request, express.Response>({
+        secret: SECRET,
+        onError: (error) => errors.push(error),
+        dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 },
+        onEvent: (_event, _req, res) => {
+          runs++;
+          res.status(200).send("ok");
+          res.end();
+        },
+      }),
+    );
+    const server = await serve(createServer(app));
+    const d = await delivery(SECRET);
+    const first = await post(server, d);
+    const copy = await post(server, d);
+    expect([first.status, first.text, copy.status, copy.duplicate, runs, errors]).toEqual([
+      200,
+      "ok",
+      204,
+      "true",
+      1,
+      [],
+    ]);
+  });
+});
+
+describe("copies of one event pipelined on one keep-alive connection", () => {
+  it("the first's held 2xx, then each copy's 409, in order, on that connection; the handler runs once", async () => {
+    let runs = 0;
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 } }),
+      async (_req, res) => {
+        runs++;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        res.status(200).send("handled");
+      },
+    );
+    const server = await serve(createServer(app));
+    const d = await delivery(SECRET);
+    const head = Object.entries(d.headers)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join("");
+    const one = `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
+    const wire = await exchange(server, one + one + one, 600);
+    const answers = wire.split(/(?=HTTP\/1\.1 )/).map((answer) => [answer.slice(9, 12), answer.split("\r\n\r\n")[1]]);
+    expect(answers.map(([status]) => status)).toEqual(["200", "409", "409"]);
+    expect(answers[0]?.[1]).toBe("handled");
+    expect(JSON.parse(answers[1]?.[1] ?? "").error.code).toBe("delivery_in_progress");
+    expect(runs).toBe(1);
+  });
+});
