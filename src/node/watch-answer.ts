@@ -82,11 +82,14 @@ class AnswerWatch {
   #over = false;
   /** The held answer was written (or replaced): Node has the response again. */
   #released = false;
+  /** The connection, kept: Node detaches it from the response before "close". */
+  readonly #socket: ServerResponse["socket"];
 
   constructor(res: ServerResponse, accepted: Accepted, endsHandler: boolean) {
     this.#res = res;
     this.#accepted = accepted;
     this.#endsHandler = endsHandler;
+    this.#socket = res.socket;
     const { writeHead, write, end, destroy, setHeader, appendHeader, removeHeader } = res;
     this.#original = { writeHead, write, end, destroy, setHeader, appendHeader, removeHeader };
   }
@@ -168,14 +171,15 @@ class AnswerWatch {
   }
 
   /**
-   * The connection closed after the answer began but before it ended (Express's final handler
-   * cuts the socket of a route that failed mid-answer): that answer is cut.
+   * The connection closed before the answer ended. Cut by the server's own code after the answer
+   * began: that answer is cut, and the route finished with it. Closed by the client: the handler
+   * still works (a route writing a long answer goes on), and its claim stands until it ends it;
+   * but a route may never answer a client that is gone, so the delivery's record ends.
    */
   readonly closed = (): void => {
     if (this.#over) return;
-    if (!this.#holding && !this.#res.headersSent) {
-      // Nothing written yet: the handler still works (its claim stands), but a route may never
-      // answer a client that is gone, and the delivery's record must end.
+    const began = this.#holding || this.#res.headersSent;
+    if (!began || this.#clientLeft()) {
       if (this.#endsHandler) this.#accepted.clientClosed();
       return;
     }
@@ -183,6 +187,16 @@ class AnswerWatch {
     this.#restore();
     void this.#report(undefined);
   };
+
+  /**
+   * Whether the client closed the connection (it sent its end, or reset it), rather than the
+   * server's own code (Express's final handler, a server timeout), which destroys it without
+   * an error while the client still listens.
+   */
+  #clientLeft(): boolean {
+    const socket = this.#socket;
+    return socket !== null && (socket.readableEnded || socket.errored !== null);
+  }
 
   /** Whether a 2xx answer begins now, to be held: nothing written yet, and something to record. */
   #begins(): boolean {

@@ -430,3 +430,36 @@ describe("copies of one event pipelined on one keep-alive connection", () => {
     expect(runs).toBe(1);
   });
 });
+
+describe("a route without onEvent that begins a 2xx and keeps working when its client hangs up", () => {
+  it("holds the claim until the route ends its answer: the sender's retry meanwhile is 409, never a second run at once", async () => {
+    let runs = 0;
+    let running = 0;
+    let most = 0;
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      async (_req, res) => {
+        runs++;
+        running++;
+        most = Math.max(most, running);
+        res.status(200).write("working");
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        running--;
+        res.end();
+      },
+    );
+    const server = await serve(createServer(app));
+    const d = await delivery(SECRET);
+    const gone = new AbortController();
+    const first = post(server, d, { signal: gone.signal }).catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    gone.abort();
+    await first;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect((await post(server, d)).status).toBe(409);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect([runs, most]).toEqual([1, 1]);
+  });
+});
