@@ -8,7 +8,7 @@
 // DedupeStore) run on a PostgreSQL started here through the tests' launcher (loaded with tsx),
 // their round trips counted as the statements the receiver's pg clients send.
 //
-// The telemetry cases (issue 18): `telemetry: openTelemetry()` with @opentelemetry/api and no SDK
+// The telemetry cases: `telemetry: openTelemetry()` with @opentelemetry/api and no SDK
 // registered, and with the SDK registered (spans and metrics to exporters that drop them).
 //
 //   node bench/options.mjs                  # ~4 min

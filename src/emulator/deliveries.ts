@@ -207,7 +207,7 @@ export class Sender {
       const response = await fetch(delivery.url, {
         method: "POST",
         // W3C Trace Context: every attempt of a delivery in one trace (its id derived from the
-        // delivery's, so a restored delivery keeps it), a new parent span id per attempt (issue 18).
+        // delivery's, so a restored delivery keeps it), a new parent span id per attempt.
         headers: { ...delivery.request.headers, traceparent: traceparent(delivery.id) },
         body: delivery.request.body,
         // A redirect is a failed attempt: the service posts to the registered URL only.

@@ -1,4 +1,4 @@
-// flag-webhooks/otel: OpenTelemetry traces and metrics of every delivery (issue 18).
+// flag-webhooks/otel: OpenTelemetry traces and metrics of every delivery.
 // @opentelemetry/api is this entry's optional peer: the core and the other entries never import it.
 import {
   type Attributes,

@@ -1,5 +1,5 @@
 // flag-webhooks/bullmq: hand verified events to a BullMQ queue on Redis and process them in
-// workers (issue 11). BullMQ is this entry's optional peer: the core and the other entries never
+// workers. BullMQ is this entry's optional peer: the core and the other entries never
 // import it; here only `Worker` and `UnrecoverableError` are needed at run time.
 import type { ConnectionOptions, Job, JobsOptions, Queue, WorkerOptions } from "bullmq";
 import { UnrecoverableError, Worker } from "bullmq";

@@ -1,4 +1,4 @@
-// Cloudflare Queues hand-off (issue 19): the receiving Worker answers 202 once the queue has the
+// Cloudflare Queues hand-off: the receiving Worker answers 202 once the queue has the
 // event, and a consumer Worker runs each event, validated again, with per-message ack and retry.
 
 import { WebhookError } from "../errors.js";
