@@ -17,6 +17,12 @@ export function onlyFields(body: Body, allowed: readonly string[]): void {
   }
 }
 
+/**
+ * A project id or an environment key: 1 to 100 letters, digits, dots, dashes or underscores,
+ * starting with a letter or digit.
+ */
+export const PROJECT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+
 const KEY = /^[a-z0-9-]+$/;
 export const KEY_MAX = 100;
 const TYPES: readonly FlagType[] = ["boolean", "string", "number", "json"];
@@ -106,8 +112,9 @@ export function rolloutPercent(value: unknown, field: string): number {
  * `0x7f.0.0.1` and `127.0.0.1` are one host, and so are `[0:0:0:0:0:0:0:1]` and `[::1]`.
  * Undefined when it is not a host at all. `port` is "" when none is given.
  */
-export function parseHost(value: string): { hostname: string; port: string } | undefined {
-  if (value === "" || /[\s/\\?#@]/.test(value)) return undefined;
+export function parseHost(value: string | undefined): { hostname: string; port: string } | undefined {
+  // No Host header at all (HTTP/1.0 allows that) is no host.
+  if (!value || /[\s/\\?#@]/.test(value)) return undefined;
   try {
     const url = new URL(`http://${value}`);
     return { hostname: url.hostname, port: url.port };
