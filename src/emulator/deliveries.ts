@@ -275,7 +275,8 @@ async function readText(response: Response): Promise<string> {
   const reader = response.body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
-  // Stryker disable next-line EqualityOperator: at exactly the limit, one more read changes nothing: the text is cut at the limit below
+  // At exactly the limit, one more read would change nothing: the text is cut at the limit below.
+  // Stryker disable next-line EqualityOperator: one read more at the limit is cut off alike
   while (size < RESPONSE_LIMIT) {
     const { done, value } = await reader.read();
     if (done) break;

@@ -1,3 +1,4 @@
+import { isFiniteNumber } from "../util/finite.js";
 import { ApiError } from "./api-error.js";
 import { EVENT_TYPES, type EventType, type FlagType } from "./store.js";
 
@@ -58,7 +59,7 @@ function flagVariations(type: FlagType, variations: unknown): unknown[] {
   }
   variations.forEach((value, i) => {
     if (type === "string" && typeof value !== "string") throw invalid(`variations[${i}] must be a string`);
-    if (type === "number" && (typeof value !== "number" || !Number.isFinite(value))) {
+    if (type === "number" && !isFiniteNumber(value)) {
       throw invalid(`variations[${i}] must be a number`);
     }
   });
@@ -101,7 +102,7 @@ export function updateFlagInput(body: Body): { environment: string; on?: boolean
 }
 
 export function rolloutPercent(value: unknown, field: string): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value < 0 || value > 100) {
+  if (!isFiniteNumber(value) || value < 0 || value > 100) {
     throw invalid(`${field} must be a number from 0 to 100`);
   }
   return value;
