@@ -1,6 +1,7 @@
 // The running emulator: its options checked, the server listening, the state (store, sender,
 // state file) and what happens on each change. Requests are answered by routes.ts.
 import { randomBytes } from "node:crypto";
+import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type NetworkInterfaceInfo, networkInterfaces } from "node:os";
@@ -78,13 +79,9 @@ export class EmulatorServer implements Emulator, Site {
         { cause: error },
       );
     }
-    await new Promise<void>((resolve, reject) => {
-      this.server.once("error", reject);
-      this.server.listen(this.options.port ?? 0, host, () => {
-        this.server.off("error", reject);
-        resolve();
-      });
-    });
+    this.server.listen(this.options.port ?? 0, host);
+    // Rejects with the server's error (EADDRINUSE, say) when it cannot listen.
+    await once(this.server, "listening");
     this.port = String((this.server.address() as AddressInfo).port);
     // Every address listened on may be named in Host: all of this machine's for 0.0.0.0 and ::.
     const unspecified = bound === "0.0.0.0" || bound === "[::]";
@@ -114,12 +111,8 @@ export class EmulatorServer implements Emulator, Site {
   async close(): Promise<void> {
     if (this.closed) return;
     this.sender.close();
-    try {
-      this.stateFile?.flush();
-    } catch (error) {
-      // The server still stops: a process waiting on close() must be able to exit.
-      process.emitWarning(`flag-webhooks/emulator: could not save ${this.options.stateFile}: ${String(error)}`);
-    }
+    // The server stops even when this write fails: a process waiting on close() must be able to exit.
+    this.stateFile?.flushOrWarn();
     this.closed = true;
     this.stateFile?.stop();
     this.stream.close();

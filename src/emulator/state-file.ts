@@ -91,14 +91,17 @@ export class StateFile {
   save(): void {
     if (this.scheduled || this.stopped) return;
     const wait = Math.max(0, this.lastSave + SAVE_INTERVAL_MS - performance.now());
-    this.scheduled = setTimeout(() => {
-      try {
-        this.flush();
-      } catch (error) {
-        // A full disk must not stop the emulator; the next change tries again.
-        process.emitWarning(`flag-webhooks/emulator: could not save ${this.file}: ${String(error)}`);
-      }
-    }, wait);
+    // A full disk must not stop the emulator; the next change tries again.
+    this.scheduled = setTimeout(() => this.flushOrWarn(), wait);
+  }
+
+  /** Writes now; a failure is a process warning, not an error. */
+  flushOrWarn(): void {
+    try {
+      this.flush();
+    } catch (error) {
+      process.emitWarning(`flag-webhooks/emulator: could not save ${this.file}: ${String(error)}`);
+    }
   }
 
   /** Writes now (throws what the write throws), in place of any write scheduled. */
