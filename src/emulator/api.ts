@@ -114,10 +114,9 @@ export async function emulatorApi(
   path: string,
 ): Promise<void> {
   const method = methodOf(req);
-  if (path === "/state" || path === "/events") {
-    if (path === "/state" && method === "GET") return sendJson(res, 200, snapshot(state));
-    throw notAllowed(method, "GET");
-  }
+  if (path === "/state" && method === "GET") return sendJson(res, 200, snapshot(state));
+  // GET /events is the page's event stream, which routes.ts answers before this.
+  if (path === "/state" || path === "/events") throw notAllowed(method, "GET");
   const rollout = /^\/projects\/([^/]+)\/flags\/([^/]+)\/(rollout-step|guard-triggered)$/.exec(path);
   const copy = /^\/deliveries\/([^/]+)\/(redeliver|tampered-copy)$/.exec(path);
   if (!rollout && !copy) throw new ApiError(404, "not_found", `no emulator endpoint at ${method} ${path}`);
