@@ -24,13 +24,18 @@ export class EventStream {
     req.on("close", () => this.responses.delete(res));
   }
 
+  /** How many pages follow the stream: a page that went away is forgotten at once. */
+  get pages(): number {
+    return this.responses.size;
+  }
+
   /** Sends `data` as JSON to every open page, as an event named `event`. */
   send(event: string, data: unknown): void {
     const message = `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
     for (const res of this.responses) res.write(message);
   }
 
-  /** Ends every stream and the keep-alive timer. */
+  /** Ends every stream, cleanly (the pages see it end, not fail), and the keep-alive timer. */
   close(): void {
     clearInterval(this.keepAlive);
     for (const res of this.responses) res.end();
