@@ -41,6 +41,15 @@ describe("sendError", () => {
     expect(thrown).toBeUndefined();
   });
 
+  it("answers any other error 500, saying nothing of its cause", async () => {
+    const url = await serve((_req, res) => sendError(res, new Error("ENOENT /home/me/secret-file")));
+    const answer = await fetch(url);
+    expect([answer.status, await answer.json()]).toEqual([
+      500,
+      { error: { code: "internal_error", message: "the emulator failed to handle this request" } },
+    ]);
+  });
+
   it("answers an ApiError with its status, headers and spec section 7's body", async () => {
     const url = await serve((_req, res) =>
       sendError(res, new ApiError(405, "method_not_allowed", "no", { allow: "GET" })),
