@@ -1,6 +1,6 @@
-// The cost of one change to the emulator with a state file, as its delivery history grows
-// (issue 16, item 11). For each history size it writes a state file holding that many finished
-// deliveries (each the size of a real one), starts the emulator from it, makes CHANGES flag
+// The cost of one change to the emulator with a state file, as its delivery history grows (each
+// change rewrites the whole file). For each history size it writes a state file holding that
+// many finished deliveries (each the size of a real one), starts the emulator from it, makes CHANGES flag
 // changes through the API (each one delivery to a receiver on loopback), and counts the bytes the
 // emulator writes (fs.writeSync, wrapped) and the wall time per change. The bounded history
 // (maxDeliveries, default 1000) is compared with an unbounded one (the old behaviour).

@@ -30,7 +30,7 @@ import {
 
 const DURATION = Number(process.env.BENCH_HTTP_DURATION) || (QUICK ? 1 : 5);
 const WARMUP = Number(process.env.BENCH_HTTP_WARMUP ?? (QUICK ? 0.5 : 2));
-// The conditions of issue 20: 50 connections, 5 rounds interleaved in one run.
+// The default conditions: 50 connections, 5 rounds interleaved in one run.
 const CONNECTIONS = Number(process.env.BENCH_HTTP_CONNECTIONS) || 50;
 const ROUNDS = Number(process.env.BENCH_HTTP_ROUNDS) || (QUICK ? 2 : 5);
 const BODY_SIZE = 2048;
@@ -240,8 +240,8 @@ const ratio = (a, b, key) => med(a, key) / med(b, key);
 // Per-round ratios (the two receivers of one round ran minutes apart at most) show how much of a
 // ratio is noise.
 const roundRatios = (a, b, key) => runs[a].map((r, i) => fmtRatio(r[key] / runs[b][i][key])).join(", ");
-// Each target is on one measure: the node:http one on CPU per request (issue 20: "≤ 1.05× the bare
-// receiver's CPU per request"; both servers run at 100% CPU, so CPU per request is what differs,
+// Each target is on one measure: the node:http one on CPU per request (the target: at most
+// 1.05× the bare receiver's CPU per request; both servers run at 100% CPU, so CPU per request is what differs,
 // and it is far less sensitive to other load than req/s), the Express one on req/s.
 const TARGETS = [
   ["flag-webhooks/express on node:http ÷ bare node:http", "ours-node", "bare-node", { key: "cpuPerReq", max: 1.05 }],

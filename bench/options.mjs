@@ -11,7 +11,7 @@
 // file made here; the "-20ms" cases give the memory store, the Postgres inbox and the SQLite inbox
 // a handler that awaits 20 ms: what one writer costs when handlers wait.
 //
-// The telemetry cases (issue 18): `telemetry: openTelemetry()` with @opentelemetry/api and no SDK
+// The telemetry cases: `telemetry: openTelemetry()` with @opentelemetry/api and no SDK
 // registered, and with the SDK registered (spans and metrics to exporters that drop them).
 //
 //   node bench/options.mjs                  # ~4 min

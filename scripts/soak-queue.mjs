@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run soak:queue`: the queue hand-off under load (issue 11). 100,000 signed deliveries at 50
+// `npm run soak:queue`: the queue hand-off under load. 100,000 signed deliveries at 50
 // keep-alive connections into two receiver processes, three times over:
 //   none    the receivers answer 204 at once (the no-handler baseline)
 //   inline  a 20 ms handler runs in the request, then 204
@@ -12,7 +12,7 @@
 // its own redis-server (AOF, appendfsync everysec) and stops everything it started.
 // SOAK_DELIVERIES, SOAK_CONCURRENCY, SOAK_HANDLER_MS and SOAK_RUNS (e.g. "queue") change the size.
 //
-// Pinned (`npm run soak:queue -- --pin`, or SOAK_PIN=1), issue 20: the design measured as two
+// Pinned (`npm run soak:queue -- --pin`, or SOAK_PIN=1): the design measured as two
 // machines would run it. With `taskset`, the two receivers run on CPU 0 and nothing else does;
 // the workers, redis-server and this process (the load generator: the senders) share CPU 1. The
 // load generator goes with the workers, not the receivers, so it never takes CPU from what is

@@ -1,5 +1,5 @@
 // flag-webhooks/cloudflare: a dedupe store on Durable Objects and a hand-off to Cloudflare Queues,
-// for receivers on Workers (issue 19). No runtime package: the bindings are the runtime's own,
+// for receivers on Workers. No runtime package: the bindings are the runtime's own,
 // typed structurally here (@cloudflare/workers-types' types are assignable to them).
 
 export {

@@ -61,7 +61,7 @@ export class WebhookError<Code extends WebhookErrorCode = WebhookErrorCode> exte
   }
 
   // A type predicate (TypeScript 5.3+ reads it for `instanceof`): without it `err instanceof
-  // WebhookError` narrows to WebhookError<any>, and `err.code` is `any` (issue 15).
+  // WebhookError` narrows to WebhookError<any>, and `err.code` is `any`.
   // On a subclass (`class QueueFull extends WebhookError`), `instanceof` is the usual prototype
   // check, and narrows to the subclass: only WebhookError itself answers by the brand.
   static override [Symbol.hasInstance]<T>(this: abstract new (...args: never[]) => T, value: unknown): value is T {

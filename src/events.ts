@@ -151,7 +151,7 @@ export function parseJsonBody(payload: Payload): unknown {
   let text: string;
   if (typeof payload === "string") {
     // A leading byte order mark is ignored here as TextDecoder ignores it in bytes below, so a
-    // body gets one answer whether it arrives as a string or as bytes (issue 15). RFC 8259
+    // body gets one answer whether it arrives as a string or as bytes. RFC 8259
     // section 8.1: a sender must not add one, a parser may ignore it; the signature covers it.
     text = payload.charCodeAt(0) === 0xfeff ? payload.slice(1) : payload;
   } else {
@@ -209,7 +209,7 @@ function validateFlagUpdated(data: Record<string, unknown>): void {
 /**
  * `owner[key]` if it is a string of well-formed Unicode. These fields become keys: dedupe-store
  * and BullMQ job ids, Redis keys, an app's cache keys. A lone surrogate has no UTF-8 form, so on
- * its way to Redis it turns into U+FFFD and `evt_\uD800` and `evt_\uDBFF` collide (issue 15).
+ * its way to Redis it turns into U+FFFD and `evt_\uD800` and `evt_\uDBFF` collide.
  */
 function key(owner: Record<string, unknown>, name: string, at = ""): string {
   const value = string(owner, name, at);

@@ -1,4 +1,4 @@
-// The hook tracing and metrics plug into (issue 18): types only, so the core stays free of any
+// The hook tracing and metrics plug into: types only, so the core stays free of any
 // telemetry package. `flag-webhooks/otel` implements it with OpenTelemetry; a receiver without
 // the `telemetry` option never calls any of it.
 import type { WebhookEvent } from "./events.js";

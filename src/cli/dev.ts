@@ -1,21 +1,12 @@
-import { createEmulator, type Delivery, type Emulator } from "../emulator/index.js";
+import { createEmulator, type Delivery, type DeliveryAttempt, type Emulator } from "../emulator/index.js";
 import { EVENT_TYPES } from "../emulator/store.js";
-import { isLoopbackHost } from "../emulator/validate.js";
-import { type Command, UsageError } from "./command.js";
+import { isLoopbackHost, PROJECT } from "../emulator/validate.js";
+import { type Command, type CommandArgs, CommandError, UsageError } from "./command.js";
 
 /** The environment variable `dev` reads its API token from when `--token` is not given. */
 const TOKEN_ENV = "FLAG_WEBHOOKS_EMULATOR_TOKEN";
-const PROJECT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
-/** The emulator's option names, as this command spells them. */
-const OPTION_NAMES = new Map([
-  ["stateFile", "--state"],
-  ["token", "--token"],
-  ["host", "--host"],
-  ["port", "--port"],
-]);
 
-function port(value: unknown): number {
-  const text = String(value);
+function port(text: string): number {
   if (!/^\d{1,5}$/.test(text) || Number(text) > 65535)
     throw new UsageError(`--port must be a port number, not "${text}"`);
   return Number(text);
@@ -41,9 +32,7 @@ function forwardUrl(value: unknown): string | undefined {
   return url.href;
 }
 
-function projectId(value: unknown): string {
-  // Stryker disable next-line StringLiteral: main() runs commands with parseArgs values, which always hold the option's default
-  const text = String(value ?? "default");
+function projectId(text: string): string {
   if (!PROJECT.test(text)) {
     throw new UsageError(
       `--project must be 1-100 letters, digits, dots, dashes or underscores, starting with a letter or digit, not "${text}"`,
@@ -52,20 +41,21 @@ function projectId(value: unknown): string {
   return text;
 }
 
-/** An emulator option error (a TypeError naming the option) in this command's words. */
-function usageOf(error: TypeError): UsageError {
+/**
+ * An emulator option error (a TypeError naming the option) in this command's words: each option
+ * as the user gave it (`--state` for `stateFile`; the token by `tokenSource`).
+ */
+function usageOf(error: TypeError, tokenSource: string): UsageError {
+  const spelled = (name: string) => (name === "stateFile" ? "--state" : name === "token" ? tokenSource : `--${name}`);
   return new UsageError(
-    error.message.replace(
-      // Stryker disable next-line Regex: every emulator option error starts with this text, so the anchor changes nothing
-      /^flag-webhooks\/emulator: option "(\w+)"/,
-      // Stryker disable next-line StringLiteral: the emulator options dev passes that can be refused (token, stateFile, host) are all in OPTION_NAMES
-      (_, name: string) => OPTION_NAMES.get(name) ?? `--${name}`,
-    ),
+    error.message.replace(/flag-webhooks\/emulator: option "(\w+)"/, (_, name: string) => spelled(name)),
   );
 }
 
+/** The webhook `--forward` registered (its secret only when new) for `url`. */
 interface Forwarded {
   id: string;
+  url: string;
   secret?: string;
 }
 
@@ -81,7 +71,7 @@ async function forwardTo(emulator: Emulator, project: string, url: string): Prom
     projects: { id: string; webhooks: { id: string; url: string }[] }[];
   };
   const kept = state.projects.find((p) => p.id === project)?.webhooks.find((w) => w.url === url);
-  if (kept) return { id: kept.id };
+  if (kept) return { id: kept.id, url };
   const response = await fetch(`${emulator.url}/projects/${encodeURIComponent(project)}/webhooks`, {
     method: "POST",
     headers: { ...auth, "content-type": "application/json" },
@@ -91,18 +81,17 @@ async function forwardTo(emulator: Emulator, project: string, url: string): Prom
   if (!response.ok || !created.id || !created.secret) {
     throw new UsageError(`--forward: ${created.error?.message ?? `HTTP ${response.status}`}`);
   }
-  return { id: created.id, secret: created.secret };
+  return { id: created.id, url, secret: created.secret };
 }
 
-function line(delivery: Delivery): string | undefined {
-  const last = delivery.attempts.at(-1);
-  if (!last) return undefined;
+/** The line printed for an attempt of a delivery: what, where, how it went, and when the next is due. */
+function line(delivery: Delivery, last: DeliveryAttempt): string {
   const outcome = last.status ?? last.error;
   const what = `${delivery.event.type} ${delivery.event.environment}${delivery.kind === "event" ? "" : ` (${delivery.kind})`}`;
+  // A pending delivery always has the time of its next attempt.
   const next =
     delivery.state === "pending"
-      ? // Stryker disable next-line OptionalChaining: a pending delivery always has its nextAttemptAt
-        `, attempt ${delivery.attempts.length + 1} at ${delivery.nextAttemptAt?.slice(11, 19)}`
+      ? `, attempt ${delivery.attempts.length + 1} at ${(delivery.nextAttemptAt as string).slice(11, 19)}`
       : "";
   return `${new Date().toISOString().slice(11, 19)}  ${what} → ${delivery.url}  ${outcome} in ${last.durationMs} ms${next}\n`;
 }
@@ -170,102 +159,133 @@ export const devCommand: Command = {
     "flag-webhooks dev --forward http://localhost:3000/webhooks",
     "flag-webhooks dev --port 4010 --state .flag-webhooks-dev.json",
   ],
-  async run({ values, env, stdout, stderr }) {
-    // Everything the user typed is checked before anything starts or is printed.
-    const forward = forwardUrl(values.forward);
-    const project = projectId(values.project);
-    const token = (values.token as string | undefined) ?? env[TOKEN_ENV];
-    // Stryker disable next-line StringLiteral: main() runs commands with parseArgs values, which always hold the option's default
-    const host = String(values.host ?? "127.0.0.1");
-    const stateFile = values.state === undefined ? undefined : String(values.state);
-    if (stateFile === "") throw new UsageError("--state needs a file path");
-    let emulator: Emulator;
-    try {
-      emulator = await createEmulator({
-        // Stryker disable next-line StringLiteral: main() runs commands with parseArgs values, which always hold the option's default
-        port: port(values.port ?? "4000"),
-        host,
-        // Stryker disable next-line ConditionalExpression: equivalent: createEmulator reads a token or a state file given as undefined as not given (the spreads are for exactOptionalPropertyTypes)
-        ...(token !== undefined ? { token } : {}),
-        // Stryker disable next-line ConditionalExpression: equivalent, as above
-        ...(stateFile !== undefined ? { stateFile } : {}),
-        onDelivery(delivery) {
-          const text = line(delivery);
-          // Stryker disable next-line ConditionalExpression: equivalent: writing "" prints nothing
-          if (text) stdout.write(text);
-        },
-      });
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === "EADDRINUSE") {
-        stderr.write(`flag-webhooks: port ${String(values.port ?? "4000")} is in use; pass --port <port>\n`);
-        return 1;
-      }
-      // EINVAL: an IPv6 link-local address (fe80::...), which needs a zone that --host cannot spell.
-      if (code === "EADDRNOTAVAIL" || code === "EINVAL" || code === "ENOTFOUND" || code === "EAI_AGAIN") {
-        throw new UsageError(`--host ${host} is not an address of this machine`);
-      }
-      if (error instanceof TypeError) {
-        const usage = usageOf(error);
-        if (token !== undefined && values.token === undefined && usage.message.startsWith("--token")) {
-          usage.message = usage.message.replace("--token", `$${TOKEN_ENV}`);
-        }
-        throw usage;
-      }
-      throw error;
-    }
-
-    // Stopped on the first SIGINT or SIGTERM, whatever happens while it stops; a second one ends
-    // the process at once (the handlers are gone by then).
-    let stop!: () => void;
-    const stopped = new Promise<void>((resolve) => {
-      stop = () => {
-        process.off("SIGINT", stop);
-        process.off("SIGTERM", stop);
-        resolve();
-      };
-      process.once("SIGINT", stop);
-      process.once("SIGTERM", stop);
-    });
-
-    let forwarded: Forwarded | undefined;
-    try {
-      if (forward) forwarded = await forwardTo(emulator, project, forward);
-    } catch (error) {
-      // Ending with an error, it leaves no handler behind to swallow the host process's next Ctrl+C.
-      stop();
-      await emulator.close();
-      throw error;
-    }
-
-    if (!isLoopbackHost(host)) {
-      stderr.write(
-        `flag-webhooks dev: listening on ${host}: anyone who can reach it can use the API with the token; the page and API answer only requests addressed to this address or to loopback\n`,
-      );
-    }
-    const lines = [
-      "flag-webhooks emulator",
-      `  page   ${emulator.pageUrl}`,
-      `  API    ${emulator.url}`,
-      `  token  ${emulator.token}`,
-    ];
-    // Stryker disable next-line LogicalOperator: forwarded is set only when forward is
-    if (forward && forwarded) {
-      lines.push(`  webhook ${forwarded.id} → ${forward} (project ${project}, every event, every environment)`);
-      if (forwarded.secret) {
-        lines.push(`  secret ${forwarded.secret}`, "         shown once: give it to your app as its webhook secret");
-      } else {
-        lines.push(`         kept in ${stateFile}: its secret is the one printed when it was registered`);
-      }
-    }
-    stdout.write(`${lines.join("\n")}\nCtrl+C to stop.\n\n`);
-
-    await stopped;
-    try {
-      await emulator.close();
-    } finally {
-      stdout.write("flag-webhooks dev: stopped\n");
-    }
-    return 0;
-  },
+  run: runDev,
 };
+
+/** What `dev` was asked for, checked before anything starts or is printed. */
+interface DevRequest {
+  forward: string | undefined;
+  project: string;
+  host: string;
+  /** The --port value as typed, and as a number. */
+  portText: string;
+  port: number;
+  token: string | undefined;
+  /** How the user gave the token: `--token`, or the environment variable. */
+  tokenSource: string;
+  stateFile: string | undefined;
+}
+
+async function runDev({ values, env, stdout, stderr }: CommandArgs): Promise<number> {
+  const request = readRequest(values, env);
+  const emulator = await startEmulator(request, stdout);
+  const { stopped, stop } = stopSignal();
+  let forwarded: Forwarded | undefined;
+  try {
+    if (request.forward) forwarded = await forwardTo(emulator, request.project, request.forward);
+  } catch (error) {
+    // Ending with an error, it leaves no handler behind to swallow the host process's next Ctrl+C.
+    stop();
+    await emulator.close();
+    throw error;
+  }
+  if (!isLoopbackHost(request.host)) {
+    stderr.write(
+      `flag-webhooks dev: listening on ${request.host}: anyone who can reach it can use the API with the token; the page and API answer only requests addressed to this address or to loopback\n`,
+    );
+  }
+  stdout.write(banner(emulator, request, forwarded));
+  await stopped;
+  try {
+    await emulator.close();
+  } finally {
+    stdout.write("flag-webhooks dev: stopped\n");
+  }
+  return 0;
+}
+
+/**
+ * The command's options, checked in the order they are listed. main() runs a command with the
+ * values parseArgs gives, which hold every option's default when it is not typed.
+ */
+function readRequest(values: CommandArgs["values"], env: NodeJS.ProcessEnv): DevRequest {
+  const forward = forwardUrl(values.forward);
+  const project = projectId(values.project as string);
+  const stateFile = values.state === undefined ? undefined : String(values.state);
+  if (stateFile === "") throw new UsageError("--state needs a file path");
+  const portText = values.port as string;
+  return {
+    forward,
+    project,
+    host: values.host as string,
+    portText,
+    port: port(portText),
+    token: (values.token as string | undefined) ?? env[TOKEN_ENV],
+    tokenSource: values.token === undefined ? `$${TOKEN_ENV}` : "--token",
+    stateFile,
+  };
+}
+
+/** The emulator, started as asked; its refusals in this command's words. */
+async function startEmulator(request: DevRequest, stdout: NodeJS.WritableStream): Promise<Emulator> {
+  try {
+    return await createEmulator({
+      port: request.port,
+      host: request.host,
+      token: request.token,
+      stateFile: request.stateFile,
+      onDelivery(delivery) {
+        // Its last attempt, once there is one.
+        for (const last of delivery.attempts.slice(-1)) stdout.write(line(delivery, last));
+      },
+    });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "EADDRINUSE") throw new CommandError(`port ${request.portText} is in use; pass --port <port>`);
+    // EINVAL: an IPv6 link-local address (fe80::...), which needs a zone that --host cannot spell.
+    if (code === "EADDRNOTAVAIL" || code === "EINVAL" || code === "ENOTFOUND" || code === "EAI_AGAIN") {
+      throw new UsageError(`--host ${request.host} is not an address of this machine`);
+    }
+    if (error instanceof TypeError) throw usageOf(error, request.tokenSource);
+    throw error;
+  }
+}
+
+/**
+ * Resolves on the first SIGINT or SIGTERM, whatever happens while it stops; a second one ends
+ * the process at once (the handlers are gone by then). `stop` removes them without a signal.
+ */
+function stopSignal(): { stopped: Promise<void>; stop: () => void } {
+  let stop!: () => void;
+  const stopped = new Promise<void>((resolve) => {
+    stop = () => {
+      process.off("SIGINT", stop);
+      process.off("SIGTERM", stop);
+      resolve();
+    };
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+  });
+  return { stopped, stop };
+}
+
+/** What `dev` prints once started: where the page and API are, the token, and the --forward webhook. */
+function banner(emulator: Emulator, request: DevRequest, forwarded: Forwarded | undefined): string {
+  const lines = [
+    "flag-webhooks emulator",
+    `  page   ${emulator.pageUrl}`,
+    `  API    ${emulator.url}`,
+    `  token  ${emulator.token}`,
+  ];
+  if (forwarded) {
+    lines.push(
+      `  webhook ${forwarded.id} → ${forwarded.url} (project ${request.project}, every event, every environment)`,
+    );
+    if (forwarded.secret) {
+      lines.push(`  secret ${forwarded.secret}`, "         shown once: give it to your app as its webhook secret");
+    } else {
+      lines.push(`         kept in ${request.stateFile}: its secret is the one printed when it was registered`);
+    }
+  }
+  return `${lines.join("\n")}\nCtrl+C to stop.\n\n`;
+}

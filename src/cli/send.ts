@@ -166,10 +166,9 @@ function tamper(original: Uint8Array): { body: Uint8Array<ArrayBuffer>; descript
   };
 }
 
+/** The index of the last byte that passes `test`, or -1. */
 function lastIndex(bytes: Uint8Array, test: (byte: number) => boolean): number {
-  // Stryker disable next-line ArithmeticOperator: starting past the end reads undefined bytes, which no test accepts
-  for (let i = bytes.length - 1; i >= 0; i--) if (test(bytes[i] as number)) return i;
-  return -1;
+  return bytes.reduce((last, byte, index) => (test(byte) ? index : last), -1);
 }
 
 /** One line saying why no answer came, in the user's terms; never a stack. */

@@ -67,7 +67,8 @@ export interface Happening {
 
 export interface StoreOptions {
   environments: string[];
-  protectedEnvironments: string[];
+  /** Where an update must carry a comment; none when not given. */
+  protectedEnvironments?: readonly string[] | undefined;
   actor: Actor;
   staleAfterDays: number;
   now: () => Date;
@@ -159,7 +160,7 @@ export class Store {
   update(projectId: string, key: string, change: Change): Flag {
     const stored = this.find(projectId, key);
     const state = this.environment(stored, change.environment);
-    if (this.options.protectedEnvironments.includes(change.environment) && !change.comment) {
+    if (this.options.protectedEnvironments?.includes(change.environment) && !change.comment) {
       throw new ApiError(
         400,
         "comment_required",

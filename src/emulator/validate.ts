@@ -1,3 +1,4 @@
+import { isFiniteNumber } from "../util/finite.js";
 import { ApiError } from "./api-error.js";
 import { EVENT_TYPES, type EventType, type FlagType } from "./store.js";
 
@@ -16,6 +17,12 @@ export function onlyFields(body: Body, allowed: readonly string[]): void {
       throw invalid(`${field} is not a field of this request (allowed: ${allowed.join(", ")})`);
   }
 }
+
+/**
+ * A project id or an environment key: 1 to 100 letters, digits, dots, dashes or underscores,
+ * starting with a letter or digit.
+ */
+export const PROJECT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 
 const KEY = /^[a-z0-9-]+$/;
 export const KEY_MAX = 100;
@@ -52,7 +59,7 @@ function flagVariations(type: FlagType, variations: unknown): unknown[] {
   }
   variations.forEach((value, i) => {
     if (type === "string" && typeof value !== "string") throw invalid(`variations[${i}] must be a string`);
-    if (type === "number" && (typeof value !== "number" || !Number.isFinite(value))) {
+    if (type === "number" && !isFiniteNumber(value)) {
       throw invalid(`variations[${i}] must be a number`);
     }
   });
@@ -95,7 +102,7 @@ export function updateFlagInput(body: Body): { environment: string; on?: boolean
 }
 
 export function rolloutPercent(value: unknown, field: string): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value < 0 || value > 100) {
+  if (!isFiniteNumber(value) || value < 0 || value > 100) {
     throw invalid(`${field} must be a number from 0 to 100`);
   }
   return value;
@@ -106,8 +113,9 @@ export function rolloutPercent(value: unknown, field: string): number {
  * `0x7f.0.0.1` and `127.0.0.1` are one host, and so are `[0:0:0:0:0:0:0:1]` and `[::1]`.
  * Undefined when it is not a host at all. `port` is "" when none is given.
  */
-export function parseHost(value: string): { hostname: string; port: string } | undefined {
-  if (value === "" || /[\s/\\?#@]/.test(value)) return undefined;
+export function parseHost(value: string | undefined): { hostname: string; port: string } | undefined {
+  // No Host header at all (HTTP/1.0 allows that) is no host.
+  if (!value || /[\s/\\?#@]/.test(value)) return undefined;
   try {
     const url = new URL(`http://${value}`);
     return { hostname: url.hostname, port: url.port };

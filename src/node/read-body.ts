@@ -43,7 +43,8 @@ export function readBody(req: IncomingMessage, limit: number, timeout: number): 
     req.on("error", incomplete);
     // 'close' before the body is complete means the client went away mid-body.
     req.on("close", () => {
-      // Stryker disable next-line ConditionalExpression: equivalent: a complete request emits 'close' only after 'end', when the promise is settled and fail() changes nothing seen.
+      // A complete request emits 'close' only after 'end', when the promise is settled already.
+      // Stryker disable next-line ConditionalExpression: fail() after 'end' changes nothing seen
       if (!req.complete) incomplete();
     });
   });
@@ -80,7 +81,7 @@ function wake(clock: Clock, ms: number): void {
     const now = performance.now();
     try {
       for (const [expire, due] of clock.bodies) {
-        // Stryker disable next-line EqualityOperator: equivalent: a body due at the very instant the timer reads the clock expires either now or 1 ms later.
+        // Stryker disable next-line EqualityOperator: a body due at this very instant expires now or 1 ms later
         if (due > now) break;
         clock.bodies.delete(expire);
         expire();
@@ -91,6 +92,6 @@ function wake(clock: Clock, ms: number): void {
       if (!oldest.done && !clock.timer) wake(clock, Math.max(1, Math.ceil(oldest.value - performance.now())));
     }
   }, ms);
-  // Stryker disable next-line OptionalChaining: Node's timers always have unref (other runtimes' may not).
+  // Stryker disable next-line OptionalChaining: Node's timers always have unref (other runtimes' may not)
   (clock.timer as { unref?: () => void }).unref?.();
 }

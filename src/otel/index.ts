@@ -1,4 +1,4 @@
-// flag-webhooks/otel: OpenTelemetry traces and metrics of every delivery (issue 18).
+// flag-webhooks/otel: OpenTelemetry traces and metrics of every delivery.
 // @opentelemetry/api is this entry's optional peer: the core and the other entries never import it.
 import {
   type Attributes,
@@ -13,6 +13,7 @@ import {
   type Span,
   SpanKind,
   SpanStatusCode,
+  type Tracer,
   type TracerProvider,
   trace,
 } from "@opentelemetry/api";
@@ -88,103 +89,112 @@ interface Instruments {
 export function openTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetry {
   const tracer = (options.tracerProvider ?? trace.getTracerProvider()).getTracer(NAME);
   let instruments: Instruments | undefined;
-  /** The instruments, made at the first use, when the app has registered its SDK. */
-  function meter(): Instruments {
-    if (instruments) return instruments;
-    const m = (options.meterProvider ?? metrics.getMeterProvider()).getMeter(NAME);
-    const advice = { explicitBucketBoundaries: SECONDS };
-    instruments = {
-      noop: m.constructor === createNoopMeter().constructor,
-      deliveries: m.createCounter("flag_webhooks.deliveries", {
-        description: "Deliveries received, by outcome (handled, duplicate, or the error code answered) and event type",
-        unit: "{delivery}",
-      }),
-      verified: m.createCounter("flag_webhooks.verifications", {
-        description: "Authentic deliveries, by the index of the secret that verified them (rotation progress)",
-        unit: "{delivery}",
-      }),
-      handler: m.createHistogram("flag_webhooks.handler.duration", {
-        description: "How long the handler took, by event type and outcome",
-        unit: "s",
-        advice,
-      }),
-      store: m.createHistogram("flag_webhooks.store.duration", {
-        description: "How long the dedupe store took, by operation (claim, complete, release)",
-        unit: "s",
-        advice,
-      }),
-    };
-    return instruments;
-  }
-
   return {
     delivery() {
-      const recorded = meter();
+      // The instruments are made at the first delivery, when the app has registered its SDK.
+      instruments ??= createInstruments(options.meterProvider ?? metrics.getMeterProvider());
       // No SDK: nothing would be kept, so the receiver works as it does without telemetry.
-      if (recorded.noop && options.tracerProvider === undefined && noTracer()) return undefined;
-      const parent = context.active();
-      const span = tracer.startSpan(RECEIVE, { kind: SpanKind.INTERNAL }, parent);
-      if (recorded.noop && !span.isRecording()) return undefined;
-      const inside = trace.setSpan(parent, span);
-      let type: string | undefined;
-      let handlerSeconds: number | undefined;
-      return {
-        verified(event, secretIndex) {
-          type = event.type;
-          span.setAttributes({ ...eventAttributes(event), [ATTR.secretIndex]: secretIndex });
-          recorded.verified.add(1, { [ATTR.secretIndex]: secretIndex });
-        },
-        store(operation: StoreOperation, seconds) {
-          recorded.store.record(seconds, { [ATTR.operation]: operation });
-        },
-        run: (handler) => context.with(inside, handler),
-        handler(seconds, error) {
-          handlerSeconds = seconds;
-          if (error !== undefined) recordError(span, error);
-        },
-        end(outcome, status) {
-          span.setAttribute(ATTR.outcome, outcome);
-          if (status !== undefined) span.setAttribute(ATTR.status, status);
-          if (outcome !== "handled" && outcome !== "duplicate")
-            span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
-          const attributes: Attributes =
-            type === undefined ? { [ATTR.outcome]: outcome } : { [ATTR.outcome]: outcome, [ATTR.type]: type };
-          recorded.deliveries.add(1, attributes);
-          if (handlerSeconds !== undefined) recorded.handler.record(handlerSeconds, attributes);
-          span.end();
-        },
-      } satisfies DeliveryTelemetry;
+      if (instruments.noop && options.tracerProvider === undefined && noTracer()) return undefined;
+      return recordDelivery(tracer, instruments);
     },
-
     inject: () => injectContext(context.active()),
+    process: (carrier, job, handler) => processJob(tracer, carrier, job, handler),
+  };
+}
 
-    process(carrier, job, handler) {
-      const parent: Context = carrier ? extractContext(context.active(), carrier) : context.active();
-      const span = tracer.startSpan(
-        PROCESS,
-        {
-          kind: SpanKind.CONSUMER,
-          attributes: {
-            ...eventAttributes(job.event),
-            [ATTR.attempt]: job.attempt,
-            ...(job.id === undefined ? {} : { [ATTR.jobId]: job.id }),
-          },
-        },
-        parent,
-      );
-      return context.with(trace.setSpan(parent, span), async () => {
-        try {
-          return await handler();
-        } catch (error) {
-          recordError(span, error);
-          span.setStatus({ code: SpanStatusCode.ERROR, message: "handler_error" });
-          throw error;
-        } finally {
-          span.end();
-        }
-      });
+function createInstruments(provider: MeterProvider): Instruments {
+  const m = provider.getMeter(NAME);
+  const advice = { explicitBucketBoundaries: SECONDS };
+  return {
+    noop: m.constructor === createNoopMeter().constructor,
+    deliveries: m.createCounter("flag_webhooks.deliveries", {
+      description: "Deliveries received, by outcome (handled, duplicate, or the error code answered) and event type",
+      unit: "{delivery}",
+    }),
+    verified: m.createCounter("flag_webhooks.verifications", {
+      description: "Authentic deliveries, by the index of the secret that verified them (rotation progress)",
+      unit: "{delivery}",
+    }),
+    handler: m.createHistogram("flag_webhooks.handler.duration", {
+      description: "How long the handler took, by event type and outcome",
+      unit: "s",
+      advice,
+    }),
+    store: m.createHistogram("flag_webhooks.store.duration", {
+      description: "How long the dedupe store took, by operation (claim, complete, release)",
+      unit: "s",
+      advice,
+    }),
+  };
+}
+
+/** One delivery's span and metrics; undefined when neither would be kept. */
+function recordDelivery(tracer: Tracer, recorded: Instruments): DeliveryTelemetry | undefined {
+  const parent = context.active();
+  const span = tracer.startSpan(RECEIVE, { kind: SpanKind.INTERNAL }, parent);
+  if (recorded.noop && !span.isRecording()) return undefined;
+  const inside = trace.setSpan(parent, span);
+  let type: string | undefined;
+  let handlerSeconds: number | undefined;
+  return {
+    verified(event, secretIndex) {
+      type = event.type;
+      span.setAttributes({ ...eventAttributes(event), [ATTR.secretIndex]: secretIndex });
+      recorded.verified.add(1, { [ATTR.secretIndex]: secretIndex });
+    },
+    store(operation: StoreOperation, seconds) {
+      recorded.store.record(seconds, { [ATTR.operation]: operation });
+    },
+    run: (handler) => context.with(inside, handler),
+    handler(seconds, error) {
+      handlerSeconds = seconds;
+      if (error !== undefined) recordError(span, error);
+    },
+    end(outcome, status) {
+      span.setAttribute(ATTR.outcome, outcome);
+      if (status !== undefined) span.setAttribute(ATTR.status, status);
+      if (outcome !== "handled" && outcome !== "duplicate")
+        span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
+      const attributes: Attributes =
+        type === undefined ? { [ATTR.outcome]: outcome } : { [ATTR.outcome]: outcome, [ATTR.type]: type };
+      recorded.deliveries.add(1, attributes);
+      if (handlerSeconds !== undefined) recorded.handler.record(handlerSeconds, attributes);
+      span.end();
     },
   };
+}
+
+/** A queued job's run, in a span of the trace its delivery began (`carrier`, when it has one). */
+function processJob<T>(
+  tracer: Tracer,
+  carrier: Record<string, string> | undefined,
+  job: { event: WebhookEvent; id: string | undefined; attempt: number },
+  handler: () => Promise<T>,
+): Promise<T> {
+  const parent: Context = carrier ? extractContext(context.active(), carrier) : context.active();
+  const span = tracer.startSpan(
+    PROCESS,
+    {
+      kind: SpanKind.CONSUMER,
+      attributes: {
+        ...eventAttributes(job.event),
+        [ATTR.attempt]: job.attempt,
+        ...(job.id === undefined ? {} : { [ATTR.jobId]: job.id }),
+      },
+    },
+    parent,
+  );
+  return context.with(trace.setSpan(parent, span), async () => {
+    try {
+      return await handler();
+    } catch (error) {
+      recordError(span, error);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: "handler_error" });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
 }
 
 /** The API's own no-op tracer provider: what the global one delegates to until an SDK registers. */

@@ -1,5 +1,5 @@
 // flag-webhooks/bullmq: hand verified events to a BullMQ queue on Redis and process them in
-// workers (issue 11). BullMQ is this entry's optional peer: the core and the other entries never
+// workers. BullMQ is this entry's optional peer: the core and the other entries never
 // import it; here only `Worker` and `UnrecoverableError` are needed at run time.
 import type { ConnectionOptions, Job, JobsOptions, Queue, WorkerOptions } from "bullmq";
 import { UnrecoverableError, Worker } from "bullmq";
@@ -10,6 +10,7 @@ import type { Secret } from "../signature.js";
 import { checkScope } from "../stores/keys.js";
 import type { QueueTelemetry } from "../telemetry.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
+import { withTimeout } from "../util/timeout.js";
 import { checkKey, checkKeys, readMessage, writeMessage } from "./message.js";
 import { isQueueTelemetry, processTraced, withTraceContext } from "./trace.js";
 
@@ -125,18 +126,11 @@ export function enqueueTo(
     const opts: JobsOptions = { ...jobOptions, jobId: eventJobId(event.id, scope) };
     const data = await writeMessage(event, key);
     const added = queue.add(event.type, data, telemetry ? withTraceContext(telemetry, opts) : opts);
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const expired = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`Redis did not acknowledge the job within ${timeout} ms`)), timeout);
-    });
     try {
       // A job that lands after the timeout is harmless: the sender's retry finds it by its id.
-      await Promise.race([added, expired]);
+      await withTimeout(added, timeout, () => new Error(`Redis did not acknowledge the job within ${timeout} ms`));
     } catch (cause) {
-      added.catch(() => {});
       throw new WebhookError("store_unavailable", "the event queue is unavailable; retry later", { cause });
-    } finally {
-      clearTimeout(timer);
     }
     return ACCEPTED;
   };

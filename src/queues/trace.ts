@@ -1,4 +1,4 @@
-// The trace context across the BullMQ hand-off (issue 18), kept apart from bullmq.ts: enqueueTo
+// The trace context across the BullMQ hand-off, kept apart from bullmq.ts: enqueueTo
 // stores the active context with each job, processEvents continues it in the worker. Only when a
 // `telemetry` option is given; the job's data stays the event either way.
 import type { Job, JobsOptions } from "bullmq";

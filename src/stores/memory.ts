@@ -1,3 +1,4 @@
+import { isFiniteNumber } from "../util/finite.js";
 import type { ClaimResult, DedupeStore } from "./contract.js";
 import { checkScope } from "./keys.js";
 
@@ -62,7 +63,7 @@ export class MemoryDedupeStore implements DedupeStore {
   claim(id: string, lease: number): ClaimResult {
     const now = this.#now();
     // A clock that names no instant would make every entry look expired: dedupe off, silently.
-    if (typeof now !== "number" || !Number.isFinite(now)) {
+    if (!isFiniteNumber(now)) {
       throw new TypeError("flag-webhooks: MemoryDedupeStore's now() must return a finite number of ms");
     }
     const held = this.#ids.get(id);
