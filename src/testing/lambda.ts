@@ -155,35 +155,59 @@ export async function signedLambdaEvent(options: LambdaEventOptions): Promise<La
     throw new TypeError('flag-webhooks/testing: option "path" must be a path that starts with "/"');
   }
   const headers = await headersFor(options.secret, payload);
-  const { body, isBase64Encoded } = lambdaBody(payload);
-  const now = Date.now();
-  const requestId = globalThis.crypto.randomUUID();
-  const common = {
+  const request: LambdaRequest = { path, headers, payload, now: Date.now(), requestId: globalThis.crypto.randomUUID() };
+  return version === "v2" ? httpApiEvent(request) : restApiEvent(request);
+}
+
+/** What an API Gateway event is made of, whichever version carries it. */
+interface LambdaRequest {
+  path: string;
+  headers: Awaited<ReturnType<typeof headersFor>>;
+  payload: Parameters<typeof lambdaBody>[0];
+  now: number;
+  requestId: string;
+}
+
+/** The request context every API Gateway event has. */
+function commonContext({ requestId }: LambdaRequest) {
+  return {
     accountId: "123456789012",
     apiId: "flagtest01",
     domainName: "flagtest01.execute-api.us-east-1.amazonaws.com",
     domainPrefix: "flagtest01",
     requestId,
   };
-  if (version === "v2") {
-    return {
-      version: "2.0",
+}
+
+/** An HTTP API or function URL event (payload format 2.0). */
+function httpApiEvent(request: LambdaRequest): LambdaTestEventV2 {
+  const { path, headers, payload, now } = request;
+  const { body, isBase64Encoded } = lambdaBody(payload);
+  const common = commonContext(request);
+  return {
+    version: "2.0",
+    routeKey: `POST ${path}`,
+    rawPath: path,
+    rawQueryString: "",
+    headers: { ...headers, "content-length": String(byteLength(payload)), "user-agent": USER_AGENT },
+    requestContext: {
+      ...common,
+      http: { method: "POST", path, protocol: "HTTP/1.1", sourceIp: SOURCE_IP, userAgent: USER_AGENT },
       routeKey: `POST ${path}`,
-      rawPath: path,
-      rawQueryString: "",
-      headers: { ...headers, "content-length": String(byteLength(payload)), "user-agent": USER_AGENT },
-      requestContext: {
-        ...common,
-        http: { method: "POST", path, protocol: "HTTP/1.1", sourceIp: SOURCE_IP, userAgent: USER_AGENT },
-        routeKey: `POST ${path}`,
-        stage: "$default",
-        time: requestTime(now),
-        timeEpoch: now,
-      },
-      body,
-      isBase64Encoded,
-    };
-  }
+      stage: "$default",
+      time: requestTime(now),
+      timeEpoch: now,
+    },
+    body,
+    isBase64Encoded,
+  };
+}
+
+/** A REST API event (payload format 1.0), its headers as API Gateway spells them. */
+function restApiEvent(request: LambdaRequest): LambdaTestEventV1 {
+  const { path, headers, payload, now, requestId } = request;
+  const { body, isBase64Encoded } = lambdaBody(payload);
+  const common = commonContext(request);
   const v1Headers = {
     "Content-Type": headers["content-type"],
     "Service-Signature": headers["service-signature"],

@@ -26,12 +26,13 @@ async function serve(): Promise<{ url: string; stream: EventStream }> {
 
 /** Reads the stream until it ends (the text) or fails (the error). */
 async function readAll(response: Response): Promise<string> {
-  const reader = (response.body as ReadableStream<Uint8Array>).pipeThrough(new TextDecoderStream()).getReader();
+  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
   let text = "";
   for (;;) {
     const { done, value } = await reader.read();
-    if (done) return text;
-    text += value;
+    if (done) return text + decoder.decode();
+    text += decoder.decode(value, { stream: true });
   }
 }
 
