@@ -1,9 +1,7 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join, resolve } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { createAdaptorServer } from "@hono/node-server";
 import { build } from "esbuild";
 import express from "express";
@@ -15,6 +13,7 @@ import { type LambdaProxyEventV2, webhookHandler as lambdaHandler } from "flag-w
 import Koa from "koa";
 import request from "supertest";
 import { entries, specifier } from "../../entries.js";
+import { killWatched, startWatched, type Watched } from "./crash.js";
 import { signatureOf } from "./deliveries.js";
 import { freePort } from "./free-port.js";
 import { close, listen } from "./http.js";
@@ -158,11 +157,9 @@ export function receiverBundle(): Promise<string> {
 }
 
 /** A receiver process (test/fixtures/sqlite-receiver.ts) and what it printed. */
-export interface ReceiverProcess {
+export interface ReceiverProcess extends Watched {
   name: string;
   port: number;
-  child: ChildProcess;
-  output: string;
 }
 
 /** Starts a receiver process on `runtime` with the fixture's environment (DRIVER, FILE, …). */
@@ -173,34 +170,15 @@ export async function startReceiver(
 ): Promise<ReceiverProcess> {
   const bundle = await receiverBundle();
   const chosen = port ?? (await freePort());
-  const child = spawn(RUNTIMES[runtime], [bundle], {
+  const started = await startWatched(`the ${runtime} receiver`, RUNTIMES[runtime], [bundle], {
     cwd: root,
     env: { ...process.env, WEBHOOK_SECRET: SQLITE_SECRET, PORT: String(chosen), ...env },
-    stdio: ["ignore", "pipe", "pipe"],
   });
-  const started: ReceiverProcess = { name: env.NAME ?? "receiver", port: chosen, child, output: "" };
-  child.stdout?.on("data", (chunk: Buffer) => {
-    started.output += chunk;
-  });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    started.output += chunk;
-  });
-  for (let waited = 0; !started.output.includes("listening"); waited += 20) {
-    if (waited > 20_000 || child.exitCode !== null) {
-      throw new Error(`the ${runtime} receiver did not start:\n${started.output}`);
-    }
-    await sleep(20);
-  }
-  return started;
+  return Object.assign(started, { name: env.NAME ?? "receiver", port: chosen });
 }
 
 /** Stops a receiver process, at once. */
-export async function stopReceiver(receiver: ReceiverProcess): Promise<void> {
-  if (receiver.child.exitCode !== null || receiver.child.signalCode !== null) return;
-  const exited = new Promise((done) => receiver.child.once("exit", done));
-  receiver.child.kill("SIGKILL");
-  await exited;
-}
+export const stopReceiver = (receiver: ReceiverProcess): Promise<void> => killWatched(receiver);
 
 /** One of a receiver process's inboxes, as a DedupeStore over HTTP (POST /store). */
 export function remoteStore(receiver: ReceiverProcess, instance: "store" | "peer" | "other"): DedupeStore {
