@@ -1,28 +1,25 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
 import { createServer as createNetServer } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { createAdaptorServer } from "@hono/node-server";
 import { sql as drizzleSql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/node-postgres";
-import express from "express";
 import { createRouter, type WebhookEvent } from "flag-webhooks";
-import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
-import { webhookHandler as fetchHandler } from "flag-webhooks/fetch";
-import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
-import { type LambdaProxyEventV2, webhookHandler as lambdaHandler } from "flag-webhooks/lambda";
 import { type InboxClient, PostgresInbox } from "flag-webhooks/postgres";
-import Koa from "koa";
 import { CompiledQuery, Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 import postgres from "postgres";
-import request from "supertest";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import {
+  ADAPTERS,
+  type AdapterName,
+  adapterReceiver,
+  closeReceivers,
+  type ReceiverOptions,
+  type Send,
+} from "../../support/adapter-receivers.js";
 import { eventJson, signatureOf } from "../../support/deliveries.js";
-import { close, listen } from "../../support/http.js";
 import { type TestDatabase, testDatabase } from "../../support/postgres-database.js";
 import { postgresAvailability } from "../../support/postgres-server.js";
 import { describeStoreContract } from "../../support/store-contract.js";
@@ -159,76 +156,13 @@ describe("PostgresInbox options", () => {
 // ---------------------------------------------------------------------------------------------
 // The answers of handle(), through each adapter.
 
-type AdapterName = "Express" | "Koa" | "fetch" | "Lambda";
-const ADAPTERS: AdapterName[] = ["Express", "Koa", "fetch", "Lambda"];
-
 const body = (id: string) => eventJson(id);
 const sign = (text: string) => signatureOf(SECRET, text);
-
-interface Reply {
-  status: number;
-  headers: Record<string, string | undefined>;
-  json: { error?: { code: string } } | undefined;
-}
-type Send = (text: string) => Promise<Reply>;
-
-const servers: Server[] = [];
-afterAll(async () => {
-  await Promise.all(servers.map((s) => close(s)));
-});
+afterAll(closeReceivers);
 
 /** A receiver of the adapter, running `onEvent`; returns how to deliver to it. */
-async function receiver(adapter: AdapterName, onEvent: (event: WebhookEvent, ...context: unknown[]) => unknown) {
-  const options = { secret: SECRET, onEvent, onError: () => {} };
-  if (adapter === "Lambda") {
-    const handler = lambdaHandler(options);
-    const template = JSON.parse(
-      readFileSync(join(import.meta.dirname, "../../fixtures/lambda/http-api-v2.json"), "utf8"),
-    ) as LambdaProxyEventV2;
-    const send: Send = async (text) => {
-      const result = await handler(
-        {
-          ...template,
-          headers: { "content-type": "application/json", "service-signature": await sign(text) },
-          body: text,
-          isBase64Encoded: false,
-        },
-        { awsRequestId: randomUUID(), getRemainingTimeInMillis: () => 3000 },
-      );
-      const headers = Object.fromEntries(
-        Object.entries(result.headers ?? {}).map(([name, value]) => [name.toLowerCase(), String(value)]),
-      );
-      return { status: result.statusCode, headers, json: result.body ? JSON.parse(result.body) : undefined };
-    };
-    return send;
-  }
-  let http: Server;
-  if (adapter === "Express") {
-    const app = express();
-    app.post("/webhooks", expressMiddleware(options));
-    http = createServer(app);
-  } else if (adapter === "Koa") {
-    const app = new Koa();
-    app.use(koaMiddleware(options));
-    http = createServer(app.callback());
-  } else {
-    http = createAdaptorServer({ fetch: fetchHandler(options) }) as Server;
-  }
-  servers.push(await listen(http));
-  const send: Send = async (text) => {
-    const answer = await request(http)
-      .post("/webhooks")
-      .set("content-type", "application/json")
-      .set("service-signature", await sign(text))
-      .send(text);
-    return {
-      status: answer.status,
-      headers: answer.headers as Record<string, string>,
-      json: answer.text ? JSON.parse(answer.text) : undefined,
-    };
-  };
-  return send;
-}
+const receiver = (adapter: AdapterName, onEvent: ReceiverOptions["onEvent"]) =>
+  adapterReceiver(adapter, { secret: SECRET, onEvent });
 
 async function effects(id: string): Promise<number> {
   return (await admin.query("select count(*)::int as n from effects where event_id = $1", [id])).rows[0].n;
@@ -276,6 +210,17 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() through every adapte
     return undefined;
   };
 
+  /** Holds the handler of `id` once it is inside: `inHandler` resolves then, `open()` lets it finish. */
+  const gate = (id: string) => {
+    let entered!: () => void;
+    let open!: () => void;
+    const inHandler = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    gates.set(id, { entered, open: new Promise<void>((resolve) => (open = resolve)) });
+    return { inHandler, open };
+  };
+
   for (const adapter of ADAPTERS) {
     describe(adapter, () => {
       let send: Send;
@@ -309,12 +254,7 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() through every adapte
 
       it("the same id in an uncommitted transaction elsewhere: a bounded wait, then 409 delivery_in_progress", async () => {
         const id = `gate:${randomUUID()}`;
-        let entered!: () => void;
-        let open!: () => void;
-        const inHandler = new Promise<void>((resolve) => {
-          entered = resolve;
-        });
-        gates.set(id, { entered, open: new Promise<void>((resolve) => (open = resolve)) });
+        const { inHandler, open } = gate(id);
         const first = send(body(id));
         await inHandler;
         const started = performance.now();
@@ -335,12 +275,7 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() through every adapte
 
       it("a copy that waits for a transaction that commits in time answers duplicate, not 409", async () => {
         const id = `gate:${randomUUID()}`;
-        let entered!: () => void;
-        let open!: () => void;
-        const inHandler = new Promise<void>((resolve) => {
-          entered = resolve;
-        });
-        gates.set(id, { entered, open: new Promise<void>((resolve) => (open = resolve)) });
+        const { inHandler, open } = gate(id);
         const first = send(body(id));
         await inHandler;
         const copy = send(body(id));
@@ -684,23 +619,24 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() with each client", (
   });
 });
 
+/** A pg Client that counts its statements: pg sends one at a time, so one each is one round trip. */
+let statements = 0;
+class CountingClient extends pg.Client {
+  override query(...args: unknown[]): never {
+    statements++;
+    return (super.query as (...a: unknown[]) => never)(...args);
+  }
+}
+
+/** How many statements the CountingClients sent while `run` ran. */
+async function count(run: () => Promise<unknown>): Promise<number> {
+  const before = statements;
+  await run();
+  return statements - before;
+}
+
 describe.skipIf(skip !== undefined)("PostgresInbox round trips, counted on the real clients", () => {
   beforeAll(database);
-
-  /** A pg Client that counts its statements: pg sends one at a time, so one each is one round trip. */
-  let statements = 0;
-  class CountingClient extends pg.Client {
-    override query(...args: unknown[]): never {
-      statements++;
-      return (super.query as (...a: unknown[]) => never)(...args);
-    }
-  }
-
-  async function count(run: () => Promise<unknown>): Promise<number> {
-    const before = statements;
-    await run();
-    return statements - before;
-  }
 
   it("pg Pool: a new delivery costs 2 round trips besides the handler's; a duplicate costs 2, none of them a write", async () => {
     const pool = new pg.Pool({ connectionString: server?.url, Client: CountingClient });
@@ -902,28 +838,14 @@ describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
     expect(await first.claim(id, 10_000)).toBe("claimed");
   });
 
-  /** A pg Client that counts its statements: pg sends one at a time, so one each is one round trip. */
-  let statements = 0;
-  class Counting extends pg.Client {
-    override query(...args: unknown[]): never {
-      statements++;
-      return (super.query as (...a: unknown[]) => never)(...args);
-    }
-  }
-
   it("one pg Client: a new delivery costs 2 round trips besides the handler's, a duplicate 2, an id claimed through the DedupeStore interface 2 (409)", async () => {
-    const client = new Counting({ connectionString: server?.url });
+    const client = new CountingClient({ connectionString: server?.url });
     await client.connect();
     pools.push(client);
     const inbox = new PostgresInbox(client, { scope: "round-trips-client" });
     const onEvent = inbox.handle(async (event, tx) => {
       await tx.query("insert into effects (event_id) values ($1)", [event.id]);
     });
-    const count = async (run: () => Promise<unknown>) => {
-      const before = statements;
-      await run();
-      return statements - before;
-    };
     const id = newId();
     expect(await count(() => onEvent({ id } as WebhookEvent))).toBe(2 + 1);
     expect(await count(() => onEvent({ id } as WebhookEvent))).toBe(2);

@@ -6,15 +6,13 @@ import { sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { createRouter, type WebhookEvent } from "flag-webhooks";
 import { SqliteInbox } from "flag-webhooks/sqlite";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { ADAPTERS, closeReceivers, type Send } from "../../support/adapter-receivers.js";
 import {
-  ADAPTERS,
   eventBody as body,
-  closeReceivers,
   databaseFile,
   type ReceiverProcess,
   receiver,
   remoteStore,
-  type Send,
   startReceiver,
   stopReceiver,
 } from "../../support/sqlite.js";
