@@ -22,7 +22,7 @@ import {
 import { eventJson, signatureOf } from "../../support/deliveries.js";
 import { type TestDatabase, testDatabase } from "../../support/postgres-database.js";
 import { postgresAvailability } from "../../support/postgres-server.js";
-import { describeStoreContract } from "../../support/store-contract.js";
+import { describeStoreContract, expectScopeChecked } from "../../support/store-contract.js";
 
 // flag-webhooks/postgres against a real PostgreSQL (test/support/postgres-server.ts): the
 // DedupeStore contract over each client, and the transactional inbox's answers through the
@@ -79,14 +79,9 @@ describeStoreContract(
       };
     },
   },
-  (subject) => {
-    it("keeps ids as given: quotes, backslashes and non-ASCII ids are ids like any other", async () => {
-      const { store, peer } = subject();
-      for (const id of [`evt_'; drop table effects; --`, "evt_\\x00\\", "évt_🚀"]) {
-        expect(await store.claim(id, 10_000)).toBe("claimed");
-        await store.complete(id, 10_000);
-        expect(await peer?.claim(id, 10_000)).toBe("done");
-      }
+  () => {
+    // The contract's ids include some that would be SQL if written into a statement as they are.
+    it("ids that look like SQL drop nothing: the effects table is still there", async () => {
       expect((await admin.query("select count(*)::int as n from effects")).rows[0].n).toBeGreaterThanOrEqual(0);
     });
   },
@@ -128,11 +123,8 @@ describe("PostgresInbox options", () => {
   afterAll(() => pool.end());
 
   it("requires a scope of 1-100 characters of A-Z a-z 0-9 . _ -, naming the option", () => {
-    for (const scope of [undefined, "", "a b", "x".repeat(101), "é", 7]) {
-      expect(() => new PostgresInbox(pool, { scope } as never)).toThrow(/option "scope"/);
-    }
+    expectScopeChecked("PostgresInbox", (scope) => new PostgresInbox(pool, { scope } as never));
     expect(() => new PostgresInbox(pool, undefined as never)).toThrow(/"scope"/);
-    expect(new PostgresInbox(pool, { scope: "audit-app_1.v2" })).toBeInstanceOf(PostgresInbox);
   });
 
   it("refuses a table name that is not an identifier, and a client it does not know", () => {
