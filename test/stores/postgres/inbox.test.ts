@@ -6,7 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { sql as drizzleSql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/node-postgres";
 import { createRouter, type WebhookEvent } from "flag-webhooks";
-import { type InboxClient, PostgresInbox } from "flag-webhooks/postgres";
+import { type InboxClient, type PostgresClient, PostgresInbox } from "flag-webhooks/postgres";
 import { CompiledQuery, Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 import postgres from "postgres";
@@ -20,6 +20,7 @@ import {
   type Send,
 } from "../../support/adapter-receivers.js";
 import { eventJson, signatureOf } from "../../support/deliveries.js";
+import { expectExactlyOnce } from "../../support/inbox-handle.js";
 import { type TestDatabase, testDatabase } from "../../support/postgres-database.js";
 import { postgresAvailability } from "../../support/postgres-server.js";
 import { describeStoreContract, expectScopeChecked } from "../../support/store-contract.js";
@@ -58,27 +59,49 @@ function pgPool(max = 10): pg.Pool {
   pools.push(pool);
   return pool;
 }
+/** One pg Client (of `Client`'s class), connected, ended after the file. */
+async function pgClient(Client: typeof pg.Client = pg.Client): Promise<pg.Client> {
+  const client = new Client({ connectionString: server?.url });
+  await client.connect();
+  pools.push(client);
+  return client;
+}
 function postgresJs(): postgres.Sql {
   const sql = postgres(server?.url as string, { max: 10, onnotice: () => {} });
   pools.push(sql);
   return sql;
 }
 
-describeStoreContract(
-  "PostgresInbox over a pg Pool",
-  {
-    skip,
-    shared: true,
-    scoped: true,
-    async make() {
-      await database();
-      return {
-        store: new PostgresInbox(pgPool(), { scope: "contract-pg" }),
-        peer: new PostgresInbox(pgPool(), { scope: "contract-pg" }),
-        otherScope: new PostgresInbox(pgPool(), { scope: "contract-pg-other" }),
-      };
+/** The store contract over inboxes of one scope on the clients `client` gives: the store, its peer, another scope. */
+function describeInboxContract(
+  name: string,
+  scope: string,
+  client: (role: "store" | "peer" | "other") => PostgresClient | Promise<PostgresClient>,
+  extra?: () => void,
+) {
+  describeStoreContract(
+    `PostgresInbox over ${name}`,
+    {
+      skip,
+      shared: true,
+      scoped: true,
+      async make() {
+        await database();
+        return {
+          store: new PostgresInbox(await client("store"), { scope }),
+          peer: new PostgresInbox(await client("peer"), { scope }),
+          otherScope: new PostgresInbox(await client("other"), { scope: `${scope}-other` }),
+        };
+      },
     },
-  },
+    extra,
+  );
+}
+
+describeInboxContract(
+  "a pg Pool",
+  "contract-pg",
+  () => pgPool(),
   () => {
     // The contract's ids include some that would be SQL if written into a statement as they are.
     it("ids that look like SQL drop nothing: the effects table is still there", async () => {
@@ -86,36 +109,13 @@ describeStoreContract(
     });
   },
 );
-
-describeStoreContract("PostgresInbox over postgres.js", {
-  skip,
-  shared: true,
-  scoped: true,
-  async make() {
-    await database();
-    return {
-      store: new PostgresInbox(postgresJs(), { scope: "contract-js" }),
-      peer: new PostgresInbox(postgresJs(), { scope: "contract-js" }),
-      otherScope: new PostgresInbox(postgresJs(), { scope: "contract-js-other" }),
-    };
-  },
-});
-
-describeStoreContract("PostgresInbox over one pg Client", {
-  skip,
-  shared: true,
-  scoped: true,
-  async make() {
-    await database();
-    const client = new pg.Client({ connectionString: server?.url });
-    await client.connect();
-    pools.push(client);
-    return {
-      store: new PostgresInbox(client, { scope: "contract-client" }),
-      peer: new PostgresInbox(pgPool(), { scope: "contract-client" }),
-      otherScope: new PostgresInbox(client, { scope: "contract-client-other" }),
-    };
-  },
+describeInboxContract("postgres.js", "contract-js", () => postgresJs());
+// The store and the other scope share the one Client; the peer is another process's pool.
+let oneClient: Promise<pg.Client> | undefined;
+describeInboxContract("one pg Client", "contract-client", (role) => {
+  if (role === "peer") return pgPool();
+  oneClient ??= pgClient();
+  return oneClient;
 });
 
 describe("PostgresInbox options", () => {
@@ -455,44 +455,28 @@ function kyselyInbox(pool: pg.Pool) {
 describe.skipIf(skip !== undefined)("PostgresInbox.handle() with each client", () => {
   beforeAll(database);
 
-  /** Delivers twice, then once after a failing run: one effect, the duplicate not run. */
-  async function exactlyOnce(onEvent: (event: WebhookEvent) => Promise<unknown>, failing: (id: string) => void) {
-    const id = `evt_${randomUUID()}`;
-    const event = { id, type: "flag.updated" } as WebhookEvent;
-    expect(await onEvent(event)).toBeUndefined();
-    expect(await onEvent(event)).toEqual({ status: 204, headers: { "webhook-duplicate": "true" } });
-    expect(await effects(id)).toBe(1);
-    const bad = `evt_${randomUUID()}`;
-    failing(bad);
-    await expect(onEvent({ id: bad, type: "flag.updated" } as WebhookEvent)).rejects.toThrow("fails once");
-    expect(await effects(bad)).toBe(0);
-    expect(await onEvent({ id: bad, type: "flag.updated" } as WebhookEvent)).toBeUndefined();
-    expect(await effects(bad)).toBe(1);
-  }
-
   it("postgres.js: tx is the TransactionSql; writes commit with the id, a throw rolls them back", async () => {
     const fails = new Set<string>();
     const inbox = new PostgresInbox(postgresJs(), { scope: "client-js" });
-    await exactlyOnce(
+    await expectExactlyOnce(
       inbox.handle(async (event, tx) => {
         await tx`insert into effects (event_id) values (${event.id})`;
         if (fails.delete(event.id)) throw new Error("fails once");
       }),
       (id) => fails.add(id),
+      effects,
     );
   });
 
   it("one pg Client: deliveries take turns on the connection", async () => {
-    const client = new pg.Client({ connectionString: server?.url });
-    await client.connect();
-    pools.push(client);
+    const client = await pgClient();
     const fails = new Set<string>();
     const inbox = new PostgresInbox(client, { scope: "client-pg" });
     const onEvent = inbox.handle(async (event, tx) => {
       await tx.query("insert into effects (event_id) values ($1)", [event.id]);
       if (fails.delete(event.id)) throw new Error("fails once");
     });
-    await exactlyOnce(onEvent, (id) => fails.add(id));
+    await expectExactlyOnce(onEvent, (id) => fails.add(id), effects);
     // Concurrent deliveries on one connection do not share a transaction.
     const ids = Array.from({ length: 10 }, () => `evt_${randomUUID()}`);
     await Promise.all(ids.flatMap((id) => [onEvent({ id } as WebhookEvent), onEvent({ id } as WebhookEvent)]));
@@ -502,12 +486,13 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() with each client", (
   it("Drizzle (recipe): tx is Drizzle's transaction", async () => {
     const fails = new Set<string>();
     const inbox = new PostgresInbox(drizzleInbox(pgPool()), { scope: "client-drizzle" });
-    await exactlyOnce(
+    await expectExactlyOnce(
       inbox.handle(async (event, tx) => {
         await tx.execute(drizzleSql`insert into effects (event_id) values (${event.id})`);
         if (fails.delete(event.id)) throw new Error("fails once");
       }),
       (id) => fails.add(id),
+      effects,
     );
   });
 
@@ -515,12 +500,13 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() with each client", (
     const fails = new Set<string>();
     const { client } = kyselyInbox(pgPool());
     const inbox = new PostgresInbox(client, { scope: "client-kysely" });
-    await exactlyOnce(
+    await expectExactlyOnce(
       inbox.handle(async (event, tx) => {
         await tx.insertInto("effects").values({ event_id: event.id, note: null }).execute();
         if (fails.delete(event.id)) throw new Error("fails once");
       }),
       (id) => fails.add(id),
+      effects,
     );
   });
 
@@ -831,9 +817,7 @@ describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
   });
 
   it("one pg Client: a new delivery costs 2 round trips besides the handler's, a duplicate 2, an id claimed through the DedupeStore interface 2 (409)", async () => {
-    const client = new CountingClient({ connectionString: server?.url });
-    await client.connect();
-    pools.push(client);
+    const client = await pgClient(CountingClient);
     const inbox = new PostgresInbox(client, { scope: "round-trips-client" });
     const onEvent = inbox.handle(async (event, tx) => {
       await tx.query("insert into effects (event_id) values ($1)", [event.id]);
@@ -1154,9 +1138,7 @@ describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
 
   it("leaves no timer running once a delivery is answered, new or duplicate (a process with nothing else to do can exit)", async () => {
     // One pg Client: a Pool would start idle timers of its own.
-    const client = new pg.Client({ connectionString: server?.url });
-    await client.connect();
-    pools.push(client);
+    const client = await pgClient();
     const onEvent = new PostgresInbox(client, { scope: "timers" }).handle(() => {});
     const timers = () => process.getActiveResourcesInfo().filter((resource) => resource === "Timeout").length;
     await onEvent({ id: newId() } as WebhookEvent);

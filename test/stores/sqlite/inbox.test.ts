@@ -7,6 +7,7 @@ import { createRouter, type WebhookEvent } from "flag-webhooks";
 import { SqliteInbox } from "flag-webhooks/sqlite";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ADAPTERS, closeReceivers, type Send } from "../../support/adapter-receivers.js";
+import { expectExactlyOnce } from "../../support/inbox-handle.js";
 import {
   eventBody as body,
   databaseFile,
@@ -260,25 +261,6 @@ describe("SqliteInbox.handle() through every adapter (better-sqlite3)", () => {
 // ---------------------------------------------------------------------------------------------
 // libSQL, Drizzle, a router, prune, scopes, migrate.
 
-/** Delivers twice, then once after a failing run: one effect, the duplicate not run. */
-async function exactlyOnce(
-  onEvent: (event: WebhookEvent) => Promise<unknown>,
-  failing: (id: string) => void,
-  effects: (id: string) => Promise<number> | number,
-) {
-  const id = `evt_${randomUUID()}`;
-  const event = { id, type: "flag.updated" } as WebhookEvent;
-  expect(await onEvent(event)).toBeUndefined();
-  expect(await onEvent(event)).toEqual({ status: 204, headers: { "webhook-duplicate": "true" } });
-  expect(await effects(id)).toBe(1);
-  const bad = `evt_${randomUUID()}`;
-  failing(bad);
-  await expect(onEvent({ id: bad, type: "flag.updated" } as WebhookEvent)).rejects.toThrow("fails once");
-  expect(await effects(bad)).toBe(0);
-  expect(await onEvent({ id: bad, type: "flag.updated" } as WebhookEvent)).toBeUndefined();
-  expect(await effects(bad)).toBe(1);
-}
-
 describe("SqliteInbox.handle() with each client", () => {
   it("@libsql/client: tx is its Transaction; writes commit with the id, a throw rolls them back; concurrent copies run once", async () => {
     const client: Client = createClient({ url: `file:${databaseFile()}` });
@@ -295,7 +277,7 @@ describe("SqliteInbox.handle() with each client", () => {
       Number(
         (await client.execute({ sql: "select count(*) as n from effects where event_id = ?", args: [id] })).rows[0]?.n,
       );
-    await exactlyOnce(onEvent, (id) => fails.add(id), effects);
+    await expectExactlyOnce(onEvent, (id) => fails.add(id), effects);
     const ids = Array.from({ length: 8 }, () => `evt_${randomUUID()}`);
     await Promise.all(ids.flatMap((id) => [onEvent({ id } as WebhookEvent), onEvent({ id } as WebhookEvent)]));
     for (const id of ids) expect(await effects(id)).toBe(1);
@@ -309,7 +291,7 @@ describe("SqliteInbox.handle() with each client", () => {
     const inbox = new SqliteInbox(sqlite, { scope: "drizzle" });
     inbox.migrate();
     const fails = new Set<string>();
-    await exactlyOnce(
+    await expectExactlyOnce(
       inbox.handle((event) => {
         db.insert(audit).values({ event_id: event.id, note: event.type }).run();
         if (fails.delete(event.id)) throw new Error("fails once");
