@@ -3,10 +3,11 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { type BuildOptions, build, type Plugin } from "esbuild";
+import type { BuildOptions, Plugin } from "esbuild";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildCases, type DeliveryCase, LIMIT, SECRET, SECRETS } from "../support/cases.js";
+import { bundleAsWrangler, COMPATIBILITY_DATE } from "../support/cloudflare-bundle.js";
 import { freePort } from "../support/free-port.js";
 import { vector, vectors } from "../support/vectors.js";
 import type { Answer, SuiteInput, SuiteResult, WireVector } from "./runner.js";
@@ -207,26 +208,12 @@ async function bundleForWorkers(project: string, entry: Pick<BuildOptions, "entr
       );
     },
   };
-  const result = await build({
-    ...entry,
-    bundle: true,
-    write: false,
-    format: "esm",
-    platform: "neutral",
-    target: "es2022",
-    conditions: ["workerd", "worker", "browser"],
-    mainFields: ["browser", "module", "main"],
-    plugins: [asInstalled],
-    logLevel: "silent",
-  });
-  const code = result.outputFiles[0]?.text;
-  if (!code) throw new Error("esbuild produced no bundle");
-  return code;
+  return bundleAsWrangler({ ...entry, plugins: [asInstalled] });
 }
 
 /** Workers as deployed with no compatibility flags: no nodejs_compat, so no Node built-ins at all. */
 function workerd(script: string, bindings: Record<string, string> = {}): Miniflare {
-  return new Miniflare({ modules: true, script, compatibilityDate: "2024-09-23", bindings });
+  return new Miniflare({ modules: true, script, compatibilityDate: COMPATIBILITY_DATE, bindings });
 }
 
 // The runner module comes first so that its HMAC probe is installed before the library loads.

@@ -1,9 +1,9 @@
 import { createHash, randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { type DedupeNamespace, DurableObjectDedupeStore } from "flag-webhooks/cloudflare";
-import { Miniflare } from "miniflare";
+import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bundleWorker, reportWorkerdCoverage, strykerMutantBanner } from "../support/cloudflare-bundle.js";
+import { reportWorkerdCoverage, startWorker } from "../support/cloudflare-bundle.js";
 
 // The key under which DurableObjectDedupeStore keeps an event id, in workerd (miniflare): the
 // store runs inside a Worker (test/fixtures/cloudflare/keys-worker.ts), so the rule and its SHA-256
@@ -14,12 +14,11 @@ import { bundleWorker, reportWorkerdCoverage, strykerMutantBanner } from "../sup
 let mf: Miniflare;
 let dedupe: DedupeNamespace;
 beforeAll(async () => {
-  mf = new Miniflare({
-    modules: true,
-    script: await bundleWorker("test/fixtures/cloudflare/keys-worker.ts", strykerMutantBanner()),
-    compatibilityDate: "2024-09-23",
-    durableObjects: { DEDUPE: "KeysDedupeObject" },
-  });
+  mf = await startWorker(
+    "test/fixtures/cloudflare/keys-worker.ts",
+    { durableObjects: { DEDUPE: "KeysDedupeObject" } },
+    { stryker: true },
+  );
   dedupe = await mf.getDurableObjectNamespace("DEDUPE");
 }, 60_000);
 afterAll(async () => {

@@ -24,16 +24,6 @@ export function databaseFile(name = "inbox.db"): string {
   return join(dir, name);
 }
 
-/** A flag.updated event body with this id, dated now. */
-export function eventBody(id: string): string {
-  return JSON.stringify({
-    id,
-    type: "flag.updated",
-    createdAt: new Date().toISOString(),
-    environment: "prod",
-    data: { flag: "new-checkout", changes: [], actor: { type: "user", email: "dana@example.com" } },
-  });
-}
 export const signBody = (text: string, secret = SQLITE_SECRET): Promise<string> => signatureOf(secret, text);
 
 /** A receiver of the adapter with the SQLite tests' secret, running `onEvent` (with `maxAge` when given). */

@@ -1,10 +1,10 @@
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { deliverUntilOk, killInsideHandlers, lostAndDoubled, newTally, sendInBatches } from "../../support/crash.js";
+import { eventJson } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
 import {
   databaseFile,
-  eventBody,
   type ReceiverProcess,
   SQLITE_SECRET,
   startReceiver,
@@ -56,7 +56,7 @@ describe.each([
           restart: (killed) => startReceiver("node20", env(killed.name), killed.port),
         });
         const ids = await sendInBatches({ atLeast: 40, enough: () => killer.done }, async (id, index) => {
-          const text = eventBody(id);
+          const text = eventJson(id);
           const targets = answerFirst === "1" ? [index % 2] : [0, 1];
           await Promise.all(
             targets.map((at) =>

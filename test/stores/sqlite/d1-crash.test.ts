@@ -12,8 +12,9 @@ import {
   pool,
   startWatched,
 } from "../../support/crash.js";
+import { eventJson } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
-import { databaseFile, eventBody } from "../../support/sqlite.js";
+import { databaseFile } from "../../support/sqlite.js";
 
 // Exactly once through crashes on D1, as far as miniflare allows: one Worker process (miniflare
 // and its workerd, test/fixtures/cloudflare/d1-runner.mjs) whose D1 database persists in a folder,
@@ -55,7 +56,7 @@ it("a Worker on D1 SIGKILLed mid-handler and restarted, every event sent twice a
     });
     const deliver = (text: string) => deliverUntilOk(() => port, text, SECRET, tally, { attempts: 1000, pause: 50 });
     await pool(ids, 4, async (id) => {
-      const text = eventBody(id);
+      const text = eventJson(id);
       await Promise.all([deliver(text), deliver(text)]);
     });
     await killer.stop();

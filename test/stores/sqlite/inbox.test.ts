@@ -7,9 +7,9 @@ import { createRouter, type WebhookEvent } from "flag-webhooks";
 import { SqliteInbox } from "flag-webhooks/sqlite";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ADAPTERS, closeReceivers, type Send } from "../../support/adapter-receivers.js";
+import { eventJson as body } from "../../support/deliveries.js";
 import { expectExactlyOnce } from "../../support/inbox-handle.js";
 import {
-  eventBody as body,
   databaseFile,
   type ReceiverProcess,
   receiver,
