@@ -4,6 +4,7 @@ import { type DedupeNamespace, DurableObjectDedupeStore } from "flag-webhooks/cl
 import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reportWorkerdCoverage, startWorker } from "../support/cloudflare-bundle.js";
+import { fnv1a } from "../support/key-rules.js";
 import { describeStoreContract } from "../support/store-contract.js";
 
 // DurableObjectDedupeStore and DedupeObject. The store from src/, run in Node (so Stryker can
@@ -32,15 +33,6 @@ afterAll(async () => {
   await reportWorkerdCoverage(async () => (await mf.dispatchFetch("http://objects/__stryker_coverage")).json());
   await mf?.dispose();
 });
-
-/** FNV-1a, 32 bits, over UTF-16 code units: the placement the `shards` option documents. */
-function fnv1a(text: string): number {
-  let hash = 0x811c9dc5;
-  for (const unit of Array.from({ length: text.length }, (_, i) => text.charCodeAt(i))) {
-    hash = Math.imul(hash ^ unit, 0x01000193) >>> 0;
-  }
-  return hash;
-}
 
 /** The keys stored in the object named `name` of the DEDUPE namespace. */
 async function keysOf(name: string): Promise<string[]> {
