@@ -17,7 +17,7 @@ let dedupe: DedupeNamespace;
 beforeAll(async () => {
   mf = await startWorker(
     "test/fixtures/cloudflare/keys-worker.ts",
-    { durableObjects: { DEDUPE: "KeysDedupeObject" } },
+    { durableObjects: { DEDUPE: "TestDedupeObject" } },
     { stryker: true },
   );
   dedupe = await mf.getDurableObjectNamespace("DEDUPE");
