@@ -1,62 +1,28 @@
-import { type ChildProcess, type SpawnOptions, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { signatureOf } from "./deliveries.js";
+import { type Started, startProcess, untilPrinted } from "./processes.js";
 
 // The crash tests of the inboxes (Postgres, SQLite, D1) share one harness, so that "exactly once
 // through crashes" means the same sender, the same killer and the same count everywhere: receiver
-// processes watched for what they print, a sender that retries every non-2xx and broken
+// processes (processes.ts) watched for what they print, a sender that retries every non-2xx and broken
 // connection, a killer that SIGKILLs a receiver while it is inside a handler and starts it again.
 // Each test keeps only what differs: the receiver it starts and where it counts the effects.
 
-/** A child process and everything it printed, stdout and stderr together. */
-export interface Watched {
-  child: ChildProcess;
-  output: string;
-  /** Whether it leads a process group of its own (spawned `detached`), which a kill takes whole. */
-  group: boolean;
-}
-
 /**
- * Spawns `command` and waits until it prints "listening" (polling every `poll` ms, for at most
- * `within` ms); throws with what it printed if it exits first or takes longer.
+ * Starts a receiver process (see {@link startProcess}) and waits until it prints "listening"
+ * (polling every `poll` ms, for at most `within` ms).
  */
-export async function startWatched(
+export async function startReceiverProcess(
   label: string,
   command: string,
   args: string[],
-  options: SpawnOptions & { within?: number; poll?: number } = {},
-): Promise<Watched> {
-  const { within = 20_000, poll = 20, ...spawnOptions } = options;
-  const child = spawn(command, args, { ...spawnOptions, stdio: ["ignore", "pipe", "pipe"] });
-  const watched: Watched = { child, output: "", group: spawnOptions.detached === true };
-  child.stdout?.on("data", (chunk: Buffer) => {
-    watched.output += chunk;
-  });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    watched.output += chunk;
-  });
-  for (let waited = 0; !watched.output.includes("listening"); waited += poll) {
-    if (waited > within || child.exitCode !== null) throw new Error(`${label} did not start:\n${watched.output}`);
-    await sleep(poll);
-  }
-  return watched;
-}
-
-/**
- * SIGKILLs a watched process at once (its whole process group when it leads one, so that the
- * workerd a Worker process started goes with it) and waits until it has exited.
- */
-export async function killWatched(watched: Watched): Promise<void> {
-  const { child } = watched;
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((done) => child.once("exit", done));
-  try {
-    process.kill(watched.group ? -(child.pid as number) : (child.pid as number), "SIGKILL");
-  } catch {
-    // Gone already.
-  }
-  await exited;
+  options: Parameters<typeof startProcess>[2] & { within?: number; poll?: number } = {},
+): Promise<Started> {
+  const { within, poll, ...spawnOptions } = options;
+  const started = startProcess(command, args, spawnOptions);
+  await untilPrinted(label, started, "listening", { within, poll });
+  return started;
 }
 
 /** What the sender saw: answers by status, and broken connections. */
@@ -126,7 +92,7 @@ export interface Killer {
  * committed), SIGKILLs it there, puts `restart(target)` in its place in `receivers`, and lets
  * `pause` ms pass before the next round.
  */
-export function killInsideHandlers<P extends Watched>(
+export function killInsideHandlers<P extends Started>(
   receivers: P[],
   options: { rounds: number; started: RegExp; restart: (killed: P) => Promise<P>; wait?: number; pause?: number },
 ): Killer {
@@ -142,7 +108,7 @@ export function killInsideHandlers<P extends Watched>(
       for (let waited = 0; sending && starts(target) === seen && waited < wait; waited += 2) await sleep(2);
       if (!sending) break;
       if (starts(target) > seen) killer.midHandler++;
-      await killWatched(target);
+      await target.kill();
       killer.kills++;
       killer.outputs.push(target.output);
       receivers[index] = await restart(target);

@@ -5,9 +5,10 @@ import { build } from "esbuild";
 import type { DedupeStore } from "flag-webhooks";
 import { entries, specifier } from "../../entries.js";
 import { type AdapterName, adapterReceiver, type ReceiverOptions, type Send } from "./adapter-receivers.js";
-import { killWatched, startWatched, type Watched } from "./crash.js";
+import { startReceiverProcess } from "./crash.js";
 import { signatureOf } from "./deliveries.js";
 import { freePort } from "./free-port.js";
+import type { Started } from "./processes.js";
 
 // Shared by the SQLite inbox's tests (test/stores/sqlite/): files in the clone, signed
 // deliveries, a receiver of each adapter around an `onEvent` (made by adapter-receivers.ts, with
@@ -75,7 +76,7 @@ export function receiverBundle(): Promise<string> {
 }
 
 /** A receiver process (test/fixtures/sqlite-receiver.ts) and what it printed. */
-export interface ReceiverProcess extends Watched {
+export interface ReceiverProcess extends Started {
   name: string;
   port: number;
 }
@@ -88,7 +89,7 @@ export async function startReceiver(
 ): Promise<ReceiverProcess> {
   const bundle = await receiverBundle();
   const chosen = port ?? (await freePort());
-  const started = await startWatched(`the ${runtime} receiver`, RUNTIMES[runtime], [bundle], {
+  const started = await startReceiverProcess(`the ${runtime} receiver`, RUNTIMES[runtime], [bundle], {
     cwd: root,
     env: { ...process.env, WEBHOOK_SECRET: SQLITE_SECRET, PORT: String(chosen), ...env },
   });
@@ -96,7 +97,7 @@ export async function startReceiver(
 }
 
 /** Stops a receiver process, at once. */
-export const stopReceiver = (receiver: ReceiverProcess): Promise<void> => killWatched(receiver);
+export const stopReceiver = (receiver: ReceiverProcess): Promise<void> => receiver.kill();
 
 /** One of a receiver process's inboxes, as a DedupeStore over HTTP (POST /store). */
 export function remoteStore(receiver: ReceiverProcess, instance: "store" | "peer" | "other"): DedupeStore {

@@ -11,13 +11,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   deliverUntilOk,
   killInsideHandlers,
-  killWatched,
   lostAndDoubled,
   newTally,
   pool,
   sendInBatches,
-  startWatched,
-  type Watched,
+  startReceiverProcess,
 } from "../../support/crash.js";
 import { eventJson } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
@@ -28,6 +26,7 @@ import {
   startPostgres,
   stopPostgres,
 } from "../../support/postgres-server.js";
+import type { Started } from "../../support/processes.js";
 
 // Exactly once through crashes, on a real PostgreSQL: receivers SIGKILLed mid-handler and
 // restarted while every event is delivered twice at once to two receivers; then Postgres itself
@@ -84,9 +83,9 @@ describe.skipIf(!availability.available)("PostgresInbox through crashes (real Po
   ])(
     "two receiver processes, receivers SIGKILLed mid-handler (%s): one effect per event",
     async (_mode, answerFirst) => {
-      type Receiver = Watched & { name: string; port: number };
+      type Receiver = Started & { name: string; port: number };
       const start = (name: string, port: number): Promise<Receiver> =>
-        startWatched(name, process.execPath, [receiverBundle], {
+        startReceiverProcess(name, process.execPath, [receiverBundle], {
           cwd: root,
           env: {
             ...process.env,
@@ -140,7 +139,7 @@ describe.skipIf(!availability.available)("PostgresInbox through crashes (real Po
         );
         expect(open.rows[0].n).toBe(0);
       } finally {
-        await Promise.all(receivers.map(killWatched));
+        await Promise.all(receivers.map((receiver) => receiver.kill()));
       }
     },
     60_000,

@@ -6,11 +6,10 @@ import { bundleWorker } from "../../support/cloudflare-bundle.js";
 import {
   deliverUntilOk,
   killInsideHandlers,
-  killWatched,
   lostAndDoubled,
   newTally,
   pool,
-  startWatched,
+  startReceiverProcess,
 } from "../../support/crash.js";
 import { eventJson } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
@@ -35,10 +34,10 @@ it("a Worker on D1 SIGKILLed mid-handler and restarted, every event sent twice a
   const port = await freePort();
   // Its own process group, so that a kill takes workerd with it.
   const start = () =>
-    startWatched("the Worker", process.execPath, [join(root, "test/fixtures/cloudflare/d1-runner.mjs")], {
+    startReceiverProcess("the Worker", process.execPath, [join(root, "test/fixtures/cloudflare/d1-runner.mjs")], {
       cwd: root,
       env: { ...process.env, WORKER_BUNDLE: bundle, PERSIST: persist, PORT: String(port), WEBHOOK_SECRET: SECRET },
-      detached: true,
+      group: true,
       within: 30_000,
       poll: 50,
     });
@@ -76,6 +75,6 @@ it("a Worker on D1 SIGKILLed mid-handler and restarted, every event sent twice a
     expect(lost).toEqual([]);
     expect(doubled).toEqual([]);
   } finally {
-    await Promise.all(workers.map(killWatched));
+    await Promise.all(workers.map((worker) => worker.kill()));
   }
 }, 120_000);
