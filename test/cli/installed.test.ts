@@ -1,13 +1,12 @@
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, type IncomingMessage, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApp } from "../../examples/express.js";
 import { commands } from "../../src/cli/commands.js";
-import { close, listen } from "../support/http.js";
+import { close, listen, urlOf } from "../support/http.js";
+import { type SendTargets, startSendTargets } from "../support/send-targets.js";
 
 // The `flag-webhooks` command as users get it: the packed tarball installed with npm into a
 // fresh project, run as node_modules/.bin/flag-webhooks (through its #!/usr/bin/env node line),
@@ -19,14 +18,13 @@ const extraNodes = join(root, "tools/node-versions/node_modules");
 
 let project: string;
 let bin: string;
-let receiver: Server; // the Express example, as a user's receiver
-let recorder: Server; // answers 202 and keeps the last request's bytes and headers
-let silent: Server; // accepts the request and never answers
+// The Express example as a user's receiver, a recorder (202, keeping the last request), one that
+// never answers, and a closed port.
+let targets: SendTargets;
+let receiver: Server;
+let recorder: Server;
+let silent: Server;
 let closedPort: number;
-let recorded: { body: Buffer; headers: IncomingMessage["headers"] } | undefined;
-
-const urlOf = (server: Server, path = "/webhooks") =>
-  `http://127.0.0.1:${(server.address() as AddressInfo).port}${path}`;
 
 interface Run {
   code: number | null;
@@ -104,25 +102,12 @@ beforeAll(async () => {
   });
   bin = join(project, "node_modules/.bin/flag-webhooks");
 
-  receiver = await listen(createApp(SECRET).listen(0, "127.0.0.1"));
-  recorder = await listen(
-    createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on("data", (chunk: Buffer) => chunks.push(chunk));
-      req.on("end", () => {
-        recorded = { body: Buffer.concat(chunks), headers: req.headers };
-        res.writeHead(202, { "content-type": "text/plain" }).end("recorded");
-      });
-    }),
-  );
-  silent = await listen(createServer(() => undefined));
-  const closed = await listen(createServer());
-  closedPort = (closed.address() as AddressInfo).port;
-  await close(closed);
+  targets = await startSendTargets(SECRET);
+  ({ receiver, recorder, silent, closedPort } = targets);
 }, 120_000);
 
 afterAll(async () => {
-  await Promise.all([close(receiver), close(recorder), close(silent)]);
+  await targets?.close();
   if (project) rmSync(project, { recursive: true, force: true });
 });
 
@@ -289,8 +274,8 @@ describe("flag-webhooks (the installed binary)", () => {
         stdout: `--> ${path}: ${Buffer.byteLength(PRETTY)} bytes, signed\n<-- [202 Accepted] POST ${urlOf(recorder, "/hook?x=1")}\nrecorded\n`,
         stderr: "",
       });
-      expect(recorded?.body.toString("utf8")).toBe(PRETTY);
-      expect(recorded?.headers).toMatchObject({
+      expect(targets.recorded?.body.toString("utf8")).toBe(PRETTY);
+      expect(targets.recorded?.headers).toMatchObject({
         "service-signature": openssl(path),
         "content-type": "application/json",
         "user-agent": `flag-webhooks/${version}`,
@@ -306,7 +291,7 @@ describe("flag-webhooks (the installed binary)", () => {
     it("sends stdin's bytes for --file -", async () => {
       const result = await run(["send", urlOf(recorder), "--file", "-"], { ...withSecret, input: PRETTY });
       expect(result.code).toBe(0);
-      expect(recorded?.body.toString("utf8")).toBe(PRETTY);
+      expect(targets.recorded?.body.toString("utf8")).toBe(PRETTY);
     });
 
     it("--tamper changes one byte after signing: the receiver answers 401 and the command exits 1", async () => {
@@ -323,11 +308,11 @@ describe("flag-webhooks (the installed binary)", () => {
     it("--tamper keeps the body valid JSON of the same length, so only the signature refuses it", async () => {
       const path = file("tamper.json", PRETTY);
       await run(["send", urlOf(recorder), "-f", path, "--tamper"], withSecret);
-      const body = recorded?.body ?? Buffer.alloc(0);
+      const body = targets.recorded?.body ?? Buffer.alloc(0);
       expect(body.length).toBe(Buffer.byteLength(PRETTY));
       expect([...body].filter((byte, i) => byte !== Buffer.from(PRETTY)[i])).toHaveLength(1);
       expect(() => JSON.parse(body.toString("utf8"))).not.toThrow();
-      expect(recorded?.headers["service-signature"]).toBe(openssl(path));
+      expect(targets.recorded?.headers["service-signature"]).toBe(openssl(path));
     });
 
     it("exits 1, in one line, when nothing listens on the port", async () => {

@@ -1,52 +1,29 @@
-import { createServer, type IncomingMessage, type Server, STATUS_CODES } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { Server } from "node:http";
 import { createServer as createNetServer } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApp } from "../../examples/express.js";
 import { bodyFiles, expectOneLineError, hmac, run, SECRET, withSecret } from "../support/cli.js";
-import { close, listen, urlOf } from "../support/http.js";
+import { urlOf } from "../support/http.js";
+import { type SendTargets, startSendTargets } from "../support/send-targets.js";
 
 // `flag-webhooks send`, in-process, against real receivers on loopback: the Express example, a
 // recorder that answers as told and keeps the last request's bytes and headers, one that never
 // answers, and a port nothing listens on.
 
 const { dir, file } = bodyFiles();
+let targets: SendTargets;
 let receiver: Server;
 let recorder: Server;
 let silent: Server;
 let closedPort: number;
-let recorded: { body: Buffer; headers: IncomingMessage["headers"] } | undefined;
-let answer: { status: number; body: string; headers?: Record<string, string>; reason?: string } = {
-  status: 202,
-  body: "recorded",
-};
 
 beforeAll(async () => {
-  receiver = await listen(createApp(SECRET).listen(0, "127.0.0.1"));
-  recorder = await listen(
-    createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on("data", (chunk: Buffer) => chunks.push(chunk));
-      req.on("end", () => {
-        recorded = { body: Buffer.concat(chunks), headers: req.headers };
-        res
-          .writeHead(answer.status, answer.reason ?? (STATUS_CODES[answer.status] as string), {
-            "content-type": "text/plain",
-            ...answer.headers,
-          })
-          .end(answer.body);
-      });
-    }),
-  );
-  silent = await listen(createServer(() => undefined));
-  const closed = await listen(createServer());
-  closedPort = (closed.address() as AddressInfo).port;
-  await close(closed);
+  targets = await startSendTargets(SECRET);
+  ({ receiver, recorder, silent, closedPort } = targets);
 });
 
 afterAll(async () => {
-  await Promise.all([close(receiver), close(recorder), close(silent)]);
+  await targets?.close();
 });
 
 describe("send", () => {
@@ -65,17 +42,17 @@ describe("send", () => {
   it.each(["flag.updated", "flag.created", "flag.deleted", "rollout.step", "rollout.guard_triggered"])(
     "sends a signed %s event with the service's headers",
     async (type) => {
-      answer = { status: 202, body: "recorded" };
+      targets.answer = { status: 202, body: "recorded" };
       const url = urlOf(recorder, "/hook?x=1");
       const result = await run(["send", url, "-t", type], withSecret);
       expect(result.code).toBe(0);
-      const event = JSON.parse(recorded?.body.toString("utf8") ?? "");
+      const event = JSON.parse(targets.recorded?.body.toString("utf8") ?? "");
       expect(event.type).toBe(type);
       expect(result.stdout).toBe(
-        `--> ${type} [${event.id}] ${recorded?.body.length} bytes, signed\n<-- [202 Accepted] POST ${url}\nrecorded\n`,
+        `--> ${type} [${event.id}] ${targets.recorded?.body.length} bytes, signed\n<-- [202 Accepted] POST ${url}\nrecorded\n`,
       );
-      expect(recorded?.headers).toMatchObject({
-        "service-signature": await hmac(recorded?.body ?? ""),
+      expect(targets.recorded?.headers).toMatchObject({
+        "service-signature": await hmac(targets.recorded?.body ?? ""),
         "content-type": "application/json",
         "user-agent": "flag-webhooks/0.0.0-dev",
       });
@@ -83,7 +60,7 @@ describe("send", () => {
   );
 
   it("sends a file's or stdin's exact bytes", async () => {
-    answer = { status: 200, body: "fine\n" };
+    targets.answer = { status: 200, body: "fine\n" };
     const body = '{\n  "id": "evt_pretty", "n": 1.0\n}\n';
     const path = file("event.json", body);
     const url = urlOf(recorder);
@@ -92,34 +69,34 @@ describe("send", () => {
       stdout: `--> ${path}: ${Buffer.byteLength(body)} bytes, signed\n<-- [200 OK] POST ${url}\nfine\n`,
       stderr: "",
     });
-    expect(recorded?.body.toString("utf8")).toBe(body);
-    expect(recorded?.headers["service-signature"]).toBe(await hmac(body));
+    expect(targets.recorded?.body.toString("utf8")).toBe(body);
+    expect(targets.recorded?.headers["service-signature"]).toBe(await hmac(body));
     const fromStdin = await run(["send", url, "-f", "-"], { ...withSecret, input: body });
     expect(fromStdin.stdout.split("\n")[0]).toBe(`--> stdin: ${Buffer.byteLength(body)} bytes, signed`);
-    expect(recorded?.body.toString("utf8")).toBe(body);
+    expect(targets.recorded?.body.toString("utf8")).toBe(body);
   });
 
   it("prints no body line for an empty answer, and exits 1 for a status that is not 2xx", async () => {
-    answer = { status: 204, body: "" };
+    targets.answer = { status: 204, body: "" };
     const url = urlOf(recorder);
     const ok = await run(["send", url], withSecret);
     expect(ok.stdout.split("\n").slice(1)).toEqual([`<-- [204 No Content] POST ${url}`, ""]);
     expect(ok.code).toBe(0);
-    answer = { status: 500, body: "boom" };
+    targets.answer = { status: 500, body: "boom" };
     const failed = await run(["send", url], withSecret);
     expect(failed.stdout.split("\n").slice(1)).toEqual([`<-- [500 Internal Server Error] POST ${url}`, "boom", ""]);
     expect([failed.code, failed.stderr]).toEqual([1, ""]);
-    answer = { status: 299, body: "odd", reason: "" };
+    targets.answer = { status: 299, body: "odd", reason: "" };
     const unnamed = await run(["send", url], withSecret);
     expect(unnamed.stdout.split("\n")[1]).toBe(`<-- [299] POST ${url}`);
     expect(unnamed.code).toBe(0);
-    answer = { status: 199 + 101, body: "" };
+    targets.answer = { status: 199 + 101, body: "" };
     expect((await run(["send", url], withSecret)).code).toBe(1);
   });
 
   it("prints where a redirect points, resolved against the URL, and does not follow it", async () => {
     const url = urlOf(recorder);
-    answer = { status: 308, body: "moved", headers: { location: "/v2/webhooks" } };
+    targets.answer = { status: 308, body: "moved", headers: { location: "/v2/webhooks" } };
     const moved = await run(["send", url], withSecret);
     expect(moved.stdout.split("\n").slice(1)).toEqual([
       `<-- [308 Permanent Redirect] POST ${url}`,
@@ -128,18 +105,18 @@ describe("send", () => {
       "",
     ]);
     expect(moved.code).toBe(1);
-    answer = { status: 300, body: "", headers: { location: "http://[bad" } };
+    targets.answer = { status: 300, body: "", headers: { location: "http://[bad" } };
     expect((await run(["send", url], withSecret)).stdout.split("\n")[2]).toBe(
       "<-- Location: http://[bad (not followed: the service posts only to the registered URL)",
     );
-    answer = { status: 399, body: "", headers: { location: "/x" } };
+    targets.answer = { status: 399, body: "", headers: { location: "/x" } };
     expect((await run(["send", url], withSecret)).stdout).toContain(`<-- Location: ${urlOf(recorder, "/x")}`);
     // A redirect without a Location prints none.
-    answer = { status: 300, body: "" };
+    targets.answer = { status: 300, body: "" };
     expect((await run(["send", url], withSecret)).stdout).not.toContain("Location");
     // A Location on an answer that is not a redirect is not one.
     for (const status of [201, 400]) {
-      answer = { status, body: "", headers: { location: "/elsewhere" } };
+      targets.answer = { status, body: "", headers: { location: "/elsewhere" } };
       expect((await run(["send", url], withSecret)).stdout).not.toContain("Location");
     }
   });
@@ -173,15 +150,15 @@ describe("send", () => {
     ["a", "A", 'byte 0 changed from "a" to "A"'],
     ["\u007f", "~", 'byte 0 changed from 0x7f to "~"'],
   ])("--tamper on %j sends %j (%s), signed as the original", async (original, tampered, description) => {
-    answer = { status: 202, body: "" };
+    targets.answer = { status: 202, body: "" };
     const path = file("tamper.json", original);
     const result = await run(["send", urlOf(recorder), "-f", path, "--tamper"], withSecret);
     // The whole description, the byte before included: a file's body is a Buffer, whose slice()
     // did not copy, so the line once showed the new byte twice.
     const line = result.stdout.split("\n")[0] ?? "";
     expect(line).toBe(`--> ${path}: ${Buffer.byteLength(tampered)} bytes, signed, then ${description}`);
-    expect(recorded?.body.toString("latin1")).toBe(tampered);
-    expect(recorded?.headers["service-signature"]).toBe(await hmac(original));
+    expect(targets.recorded?.body.toString("latin1")).toBe(tampered);
+    expect(targets.recorded?.headers["service-signature"]).toBe(await hmac(original));
   });
 
   it("refuses its usage mistakes before sending anything", async () => {
@@ -211,7 +188,7 @@ describe("send", () => {
       ],
     ];
     for (const [args, message] of cases) {
-      recorded = undefined;
+      targets.recorded = undefined;
       const result = await run(args, withSecret);
       expectOneLineError(result, 2, message, "send");
       expect(result.stdout).toBe("");
@@ -222,7 +199,7 @@ describe("send", () => {
       "no secret: pass --secret <secret> or set FLAG_WEBHOOKS_SECRET",
       "send",
     );
-    expect(recorded).toBeUndefined();
+    expect(targets.recorded).toBeUndefined();
     expect(
       (await run(["send", urlOf(recorder), "--type", "flag.updated", "-f", file("ok.json", "{}")], withSecret)).code,
     ).toBe(0);

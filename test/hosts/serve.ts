@@ -1,6 +1,6 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { type Started, startProcess, untilAnswering } from "../support/processes.js";
 
 // Starting and stopping the hosts' own programs (their build commands and servers) for
 // hosts.test.ts: each runs as a child process in its own process group, so stopping it also stops
@@ -48,48 +48,13 @@ export interface Running {
   stop(): Promise<void>;
 }
 
-function start(
-  command: string,
-  args: string[],
-  cwd: string,
-  env: NodeJS.ProcessEnv,
-): Running & { ended(): string | undefined; exited: Promise<void> } {
-  const child: ChildProcess = spawn(command, args, { cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
-  let output = "";
-  const append = (chunk: Buffer) => {
-    output += chunk.toString();
-  };
-  child.stdout?.on("data", append);
-  child.stderr?.on("data", append);
-  let ended: string | undefined;
-  const exited = new Promise<void>((ok) => {
-    child.once("exit", (code, signal) => {
-      ended = `exited with ${code ?? signal}`;
-      ok();
-    });
-    child.once("error", (error) => {
-      ended ??= `could not start: ${error.message}`;
-      ok();
-    });
-  });
-  const signal = (name: NodeJS.Signals) => {
-    // The whole group: the host's own workers too. Gone already is fine.
-    try {
-      if (child.pid !== undefined) process.kill(-child.pid, name);
-    } catch {}
-  };
+/** A host's program, started in a process group of its own (see startProcess). */
+function start(command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv): Running & { started: Started } {
+  const started = startProcess(command, args, { cwd, env, group: true });
   return {
-    output: () => output,
-    ended: () => ended,
-    exited,
-    async stop() {
-      signal("SIGTERM");
-      const timer = setTimeout(() => signal("SIGKILL"), 5_000);
-      if (ended === undefined) await exited;
-      clearTimeout(timer);
-      // A worker that outlived its parent's exit.
-      signal("SIGKILL");
-    },
+    started,
+    output: () => started.output,
+    stop: () => started.stop(5_000),
   };
 }
 
@@ -103,9 +68,9 @@ export async function run(
 ): Promise<string> {
   const child = start(command, args, cwd, env);
   const timer = setTimeout(() => void child.stop(), 180_000);
-  await child.exited;
+  await child.started.exited;
   clearTimeout(timer);
-  if (child.ended() !== "exited with 0") throw new Error(`${label} ${child.ended()}:\n${child.output()}`);
+  if (child.started.ended !== "exited with 0") throw new Error(`${label} ${child.started.ended}:\n${child.output()}`);
   return child.output();
 }
 
@@ -122,20 +87,10 @@ export async function serve(
   port: number,
 ): Promise<Running> {
   const child = start(command, args, cwd, env);
-  const url = `http://127.0.0.1:${port}/`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (child.ended() !== undefined)
-      throw new Error(`${label} ${child.ended()} before answering on ${url}:\n${child.output()}`);
-    try {
-      await fetch(url, { signal: AbortSignal.timeout(2_000) });
-      return child;
-    } catch {
-      if (Date.now() > deadline) {
-        await child.stop();
-        throw new Error(`${label} did not answer on ${url} within 60 s:\n${child.output()}`);
-      }
-      await new Promise((ok) => setTimeout(ok, 100));
-    }
-  }
+  await untilAnswering(label, child.started, `http://127.0.0.1:${port}/`, {
+    within: 60_000,
+    attempt: 2_000,
+    poll: 100,
+  });
+  return child;
 }

@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseEvent, WebhookError } from "flag-webhooks";
 import { consumeEvents, type EventMessage, enqueueTo } from "flag-webhooks/cloudflare";
-import { Miniflare } from "miniflare";
+import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { bundleWorker, reportWorkerdCoverage, strykerMutantBanner } from "../support/cloudflare-bundle.js";
+import { reportWorkerdCoverage, startWorker } from "../support/cloudflare-bundle.js";
 import { signatureOf } from "../support/deliveries.js";
 
 // The Cloudflare Queues hand-off in workerd, through miniflare: a real Worker (test/fixtures/
@@ -31,17 +31,17 @@ beforeAll(async () => {
 }, 60_000);
 
 async function start(): Promise<void> {
-  mf = new Miniflare({
-    modules: true,
-    script: await bundleWorker("test/fixtures/cloudflare/worker.ts", strykerMutantBanner()),
-    compatibilityDate: "2024-09-23",
-    bindings: { WEBHOOK_SECRET: SECRET },
-    durableObjects: { DEDUPE: "TestDedupeObject" },
-    queueProducers: { FLAG_EVENTS: "flag-events" },
-    queueConsumers: { "flag-events": { maxBatchSize: 10, maxBatchTimeout: 0.05, maxRetries: 3, retryDelay: 0 } },
-    kvNamespaces: ["SEEN"],
-  });
-  await mf.ready;
+  mf = await startWorker(
+    "test/fixtures/cloudflare/worker.ts",
+    {
+      bindings: { WEBHOOK_SECRET: SECRET },
+      durableObjects: { DEDUPE: "TestDedupeObject" },
+      queueProducers: { FLAG_EVENTS: "flag-events" },
+      queueConsumers: { "flag-events": { maxBatchSize: 10, maxBatchTimeout: 0.05, maxRetries: 3, retryDelay: 0 } },
+      kvNamespaces: ["SEEN"],
+    },
+    { stryker: true },
+  );
 }
 
 it("the Worker loads in workerd", () => {
@@ -176,17 +176,13 @@ describe("examples/cloudflare-worker-dedupe", () => {
   let example: Miniflare;
   beforeAll(async () => {
     // As wrangler.toml binds it: the real DedupeObject, the queue produced and consumed, KV.
-    example = new Miniflare({
-      modules: true,
-      script: await bundleWorker("examples/cloudflare-worker-dedupe/worker.ts"),
-      compatibilityDate: "2024-09-23",
+    example = await startWorker("examples/cloudflare-worker-dedupe/worker.ts", {
       bindings: { WEBHOOK_SECRET: SECRET },
       durableObjects: { DEDUPE: "DedupeObject" },
       queueProducers: { FLAG_EVENTS: "flag-events" },
       queueConsumers: { "flag-events": { maxBatchSize: 10, maxBatchTimeout: 0.05, maxRetries: 5, retryDelay: 0 } },
       kvNamespaces: ["AUDIT"],
     });
-    await example.ready;
   }, 60_000);
   afterAll(() => example?.dispose());
 

@@ -60,17 +60,23 @@ describe("dedupe: what marks an id handled", () => {
     expect(ran).toHaveLength(1);
   });
 
-  it("a store that never answers a claim gets 503 after dedupe.timeout, and a claim landing late is released", async () => {
+  /** A store whose claims answer only when the test calls `land`, and that writes down each release. */
+  const lateClaims = () => {
     const released: string[] = [];
-    let land: (result: string) => void = () => {};
+    let landed: (result: string) => void = () => {};
     const store = {
       claim: () =>
         new Promise<string>((resolve) => {
-          land = resolve;
+          landed = resolve;
         }),
       complete: () => {},
       release: (id: string) => void released.push(id),
     };
+    return { store, land: (result: string) => landed(result), released };
+  };
+
+  it("a store that never answers a claim gets 503 after dedupe.timeout, and a claim landing late is released", async () => {
+    const { store, land, released } = lateClaims();
     const errors: unknown[] = [];
     const answer = await handler({
       dedupe: { store: store as never, ttl: "1h", timeout: 30 },
@@ -83,16 +89,7 @@ describe("dedupe: what marks an id handled", () => {
   });
 
   it("a claim landing late that did not claim is left alone", async () => {
-    const released: string[] = [];
-    let land: (result: string) => void = () => {};
-    const store = {
-      claim: () =>
-        new Promise<string>((resolve) => {
-          land = resolve;
-        }),
-      complete: () => {},
-      release: (id: string) => void released.push(id),
-    };
+    const { store, land, released } = lateClaims();
     const answer = await handler({ dedupe: { store: store as never, ttl: "1h", timeout: 30 } })(await request());
     expect(answer.status).toBe(503);
     land("in_flight");

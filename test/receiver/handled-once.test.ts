@@ -15,6 +15,7 @@ import { Hono } from "hono";
 import Koa from "koa";
 import { afterEach, describe, expect, it } from "vitest";
 import { delivery } from "../support/deliveries.js";
+import { expressServer } from "../support/express.js";
 import { close, listen, post } from "../support/http.js";
 
 // Handled once, through every adapter over real HTTP: a delivery counts as handled only once its
@@ -67,10 +68,8 @@ const targets: Target[] = [
   {
     name: "Express with onEvent returning a reply",
     async start(counter, behave) {
-      const app = express();
-      app.post(
-        "/webhooks",
-        expressMiddleware({
+      return listen(
+        expressServer({
           secret: SECRET,
           dedupe: dedupe(),
           onEvent: async () => {
@@ -80,16 +79,13 @@ const targets: Target[] = [
           },
         }),
       );
-      return listen(createServer(app));
     },
   },
   {
     name: "Express with onEvent writing on res itself",
     async start(counter, behave) {
-      const app = express();
-      app.post(
-        "/webhooks",
-        expressMiddleware({
+      return listen(
+        expressServer({
           secret: SECRET,
           dedupe: dedupe(),
           onEvent: async (_event, _req, res: express.Response) => {
@@ -99,7 +95,6 @@ const targets: Target[] = [
           },
         }),
       );
-      return listen(createServer(app));
     },
   },
   {

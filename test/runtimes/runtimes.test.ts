@@ -1,13 +1,15 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { type BuildOptions, build, type Plugin } from "esbuild";
+import type { BuildOptions, Plugin } from "esbuild";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildCases, type DeliveryCase, LIMIT, SECRET, SECRETS } from "../support/cases.js";
+import { bundleAsWrangler, COMPATIBILITY_DATE } from "../support/cloudflare-bundle.js";
 import { freePort } from "../support/free-port.js";
+import { startProcess, untilAnswering } from "../support/processes.js";
 import { vector, vectors } from "../support/vectors.js";
 import type { Answer, SuiteInput, SuiteResult, WireVector } from "./runner.js";
 
@@ -207,26 +209,12 @@ async function bundleForWorkers(project: string, entry: Pick<BuildOptions, "entr
       );
     },
   };
-  const result = await build({
-    ...entry,
-    bundle: true,
-    write: false,
-    format: "esm",
-    platform: "neutral",
-    target: "es2022",
-    conditions: ["workerd", "worker", "browser"],
-    mainFields: ["browser", "module", "main"],
-    plugins: [asInstalled],
-    logLevel: "silent",
-  });
-  const code = result.outputFiles[0]?.text;
-  if (!code) throw new Error("esbuild produced no bundle");
-  return code;
+  return bundleAsWrangler({ ...entry, plugins: [asInstalled] });
 }
 
 /** Workers as deployed with no compatibility flags: no nodejs_compat, so no Node built-ins at all. */
 function workerd(script: string, bindings: Record<string, string> = {}): Miniflare {
-  return new Miniflare({ modules: true, script, compatibilityDate: "2024-09-23", bindings });
+  return new Miniflare({ modules: true, script, compatibilityDate: COMPATIBILITY_DATE, bindings });
 }
 
 // The runner module comes first so that its HMAC probe is installed before the library loads.
@@ -401,47 +389,9 @@ async function serve(
   env: NodeJS.ProcessEnv,
   port: number,
 ): Promise<Served> {
-  const child: ChildProcess = spawn(file, args, { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
-  let output = "";
-  child.stdout?.on("data", (chunk: Buffer) => {
-    output += chunk.toString();
-  });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    output += chunk.toString();
-  });
-  // Why the child is gone (exit status, signal, or a failure to start), once it is.
-  let ended: string | undefined;
-  const exited = new Promise<void>((ok) => {
-    child.once("exit", (code, signal) => {
-      ended = `exited with ${code ?? signal}`;
-      ok();
-    });
-  });
-  child.once("error", (error) => {
-    ended ??= `could not start: ${error.message}`;
-  });
-  const stop = async () => {
-    if (ended !== undefined) return;
-    child.kill("SIGTERM");
-    const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
-    await exited;
-    clearTimeout(timer);
-  };
+  const child = startProcess(file, args, { cwd: root, env });
   const url = `http://127.0.0.1:${port}/`;
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    if (ended !== undefined) throw new Error(`${label} ${ended} before listening on ${url}:\n${output}`);
-    try {
-      await fetch(url, { signal: AbortSignal.timeout(1_000) });
-      break;
-    } catch {
-      if (Date.now() > deadline) {
-        await stop();
-        throw new Error(`${label} did not answer on ${url} within 20 s:\n${output}`);
-      }
-      await new Promise((ok) => setTimeout(ok, 50));
-    }
-  }
+  await untilAnswering(label, child, url);
   return {
     async send(body, signature) {
       return readReply(
@@ -452,7 +402,7 @@ async function serve(
         }),
       );
     },
-    stop,
+    stop: () => child.stop(),
   };
 }
 

@@ -1,9 +1,10 @@
 import { createHash, randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { type DedupeNamespace, DurableObjectDedupeStore } from "flag-webhooks/cloudflare";
-import { Miniflare } from "miniflare";
+import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bundleWorker, reportWorkerdCoverage, strykerMutantBanner } from "../support/cloudflare-bundle.js";
+import { reportWorkerdCoverage, startWorker } from "../support/cloudflare-bundle.js";
+import { fnv1a, referenceStoredId, sha256 } from "../support/key-rules.js";
 
 // The key under which DurableObjectDedupeStore keeps an event id, in workerd (miniflare): the
 // store runs inside a Worker (test/fixtures/cloudflare/keys-worker.ts), so the rule and its SHA-256
@@ -14,12 +15,11 @@ import { bundleWorker, reportWorkerdCoverage, strykerMutantBanner } from "../sup
 let mf: Miniflare;
 let dedupe: DedupeNamespace;
 beforeAll(async () => {
-  mf = new Miniflare({
-    modules: true,
-    script: await bundleWorker("test/fixtures/cloudflare/keys-worker.ts", strykerMutantBanner()),
-    compatibilityDate: "2024-09-23",
-    durableObjects: { DEDUPE: "KeysDedupeObject" },
-  });
+  mf = await startWorker(
+    "test/fixtures/cloudflare/keys-worker.ts",
+    { durableObjects: { DEDUPE: "TestDedupeObject" } },
+    { stryker: true },
+  );
   dedupe = await mf.getDurableObjectNamespace("DEDUPE");
 }, 60_000);
 afterAll(async () => {
@@ -51,25 +51,9 @@ async function storedKeys(scope: string, shards = 4): Promise<string[]> {
   return keys;
 }
 
-const sha256 = (bytes: Buffer) => createHash("sha256").update(bytes).digest("hex");
-/** The rule, restated from its words (String.prototype.isWellFormed: no lone surrogate). */
-function reference(id: string): string {
-  const wellFormed = (id as unknown as { isWellFormed(): boolean }).isWellFormed();
-  if (wellFormed && !id.startsWith("#") && !id.includes("\0") && Buffer.byteLength(id, "utf8") <= 1024) return id;
-  const bytes = wellFormed
-    ? Buffer.from(id, "utf8")
-    : Buffer.concat([Buffer.from([0xff]), Buffer.from(JSON.stringify(id), "utf8")]);
-  return `#${sha256(bytes)}`;
-}
-/** FNV-1a, 32 bits, over UTF-16 code units: the placement the `shards` option documents. */
-function fnv1a(text: string): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193) >>> 0;
-  return hash;
-}
 /** Where the record of `id` lives: `<shard>|id:<scope>#<stored id>`. */
 const recordOf = (scope: string, id: string, shards = 4) => {
-  const key = `${scope}#${reference(id)}`;
+  const key = `${scope}#${referenceStoredId(id)}`;
   return `${fnv1a(key) % shards}|id:${key}`;
 };
 const records = async (scope: string) => (await storedKeys(scope)).filter((key) => key.includes("|id:")).sort();
@@ -96,8 +80,8 @@ describe("DurableObjectDedupeStore in workerd: the key of an event id", () => {
       const ids = ["a".repeat(1024), "é".repeat(512), "b".repeat(1025), "è".repeat(513)];
       expect(await inWorker(scope, "claim", ids)).toEqual(["claimed", "claimed", "claimed", "claimed"]);
       expect(await records(scope)).toEqual(ids.map((id) => recordOf(scope, id)).sort());
-      expect(reference("a".repeat(1024))).toBe("a".repeat(1024));
-      expect(reference("b".repeat(1025))).toMatch(/^#[0-9a-f]{64}$/);
+      expect(referenceStoredId("a".repeat(1024))).toBe("a".repeat(1024));
+      expect(referenceStoredId("b".repeat(1025))).toMatch(/^#[0-9a-f]{64}$/);
     }
   });
 

@@ -1,9 +1,10 @@
 import { createHash, randomUUID } from "node:crypto";
 import type { ClaimResult, DedupeStore } from "flag-webhooks";
 import { type DedupeNamespace, DurableObjectDedupeStore } from "flag-webhooks/cloudflare";
-import { Miniflare } from "miniflare";
+import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bundleWorker, reportWorkerdCoverage, strykerMutantBanner } from "../support/cloudflare-bundle.js";
+import { reportWorkerdCoverage, startWorker } from "../support/cloudflare-bundle.js";
+import { fnv1a } from "../support/key-rules.js";
 import { describeStoreContract } from "../support/store-contract.js";
 
 // DurableObjectDedupeStore and DedupeObject. The store from src/, run in Node (so Stryker can
@@ -18,12 +19,11 @@ let mf: Miniflare;
 let dedupe: DedupeNamespace;
 let odd: DedupeNamespace;
 beforeAll(async () => {
-  mf = new Miniflare({
-    modules: true,
-    script: await bundleWorker("test/fixtures/cloudflare/objects.ts", strykerMutantBanner()),
-    compatibilityDate: "2024-09-23",
-    durableObjects: { DEDUPE: "TestDedupeObject", ODD: "OddObject" },
-  });
+  mf = await startWorker(
+    "test/fixtures/cloudflare/objects.ts",
+    { durableObjects: { DEDUPE: "TestDedupeObject", ODD: "OddObject" } },
+    { stryker: true },
+  );
   // The binding's proxy, typed by miniflare as the runtime's DurableObjectNamespace: assigned
   // here without a cast, so it is a DedupeNamespace (get(id).fetch(url, { method, body })).
   dedupe = await mf.getDurableObjectNamespace("DEDUPE");
@@ -33,15 +33,6 @@ afterAll(async () => {
   await reportWorkerdCoverage(async () => (await mf.dispatchFetch("http://objects/__stryker_coverage")).json());
   await mf?.dispose();
 });
-
-/** FNV-1a, 32 bits, over UTF-16 code units: the placement the `shards` option documents. */
-function fnv1a(text: string): number {
-  let hash = 0x811c9dc5;
-  for (const unit of Array.from({ length: text.length }, (_, i) => text.charCodeAt(i))) {
-    hash = Math.imul(hash ^ unit, 0x01000193) >>> 0;
-  }
-  return hash;
-}
 
 /** The keys stored in the object named `name` of the DEDUPE namespace. */
 async function keysOf(name: string): Promise<string[]> {

@@ -6,6 +6,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_KEPT_ID_BYTES, storedId } from "../../src/stores/keys.js";
 import { type Dynalite, startDynalite, stopDynalite } from "../support/dynalite.js";
+import { referenceStoredId, sha256 } from "../support/key-rules.js";
 import { type RedisServer, redisAvailability, startRedis, stopRedis } from "../support/redis-server.js";
 
 // The one rule by which every shared store turns an event id into the id it stores: kept as it is
@@ -15,16 +16,6 @@ import { type RedisServer, redisAvailability, startRedis, stopRedis } from "../s
 // Durable Object store: test/stores/durable-object-keys.test.ts; every store, any id handled once:
 // the store contract (test/support/store-contract.ts).
 
-const sha256 = (bytes: Buffer) => createHash("sha256").update(bytes).digest("hex");
-/** The rule, restated from its words (String.prototype.isWellFormed: no lone surrogate). */
-function reference(id: string): string {
-  const wellFormed = (id as unknown as { isWellFormed(): boolean }).isWellFormed();
-  if (wellFormed && !id.startsWith("#") && !id.includes("\0") && Buffer.byteLength(id, "utf8") <= 1024) return id;
-  const bytes = wellFormed
-    ? Buffer.from(id, "utf8")
-    : Buffer.concat([Buffer.from([0xff]), Buffer.from(JSON.stringify(id), "utf8")]);
-  return `#${sha256(bytes)}`;
-}
 const utf8 = (text: string) => Buffer.byteLength(text, "utf8");
 
 // Ids of every kind: any UTF-16 units (NUL, "#", lone surrogates included), any code points, ids
@@ -48,7 +39,7 @@ describe("the rule: which ids are kept, and the form of the others", () => {
   it("matches the rule as written, for any id", async () => {
     await fc.assert(
       fc.asyncProperty(anyId, async (id) => {
-        expect(await storedId(id)).toBe(reference(id));
+        expect(await storedId(id)).toBe(referenceStoredId(id));
       }),
       { numRuns: 2000 },
     );
@@ -200,7 +191,7 @@ describe("DynamoDBDedupeStore writes scope# and the stored id (dynalite)", () =>
     await fc.assert(
       fc.asyncProperty(anyId, async (id) => {
         const scope = `${"s".repeat(92)}${randomUUID().slice(0, 8)}`;
-        expect(await keysOf(id, scope)).toEqual([`${scope}#${reference(id)}`]);
+        expect(await keysOf(id, scope)).toEqual([`${scope}#${referenceStoredId(id)}`]);
       }),
       { numRuns: 60 },
     );
@@ -236,15 +227,15 @@ describe.skipIf(!redis.available)(
 
     it("a long id, one with NUL or a lone surrogate, or one starting with # is stored as # and its SHA-256", async () => {
       for (const id of ["a".repeat(1025), `evt_${"é".repeat(3000)}`, "evt\0x", "evt\ud800", "#evt"]) {
-        expect(await keysOf(id), JSON.stringify(id.slice(0, 12))).toEqual([reference(id)]);
-        expect(reference(id)).toMatch(/^#[0-9a-f]{64}$/);
+        expect(await keysOf(id), JSON.stringify(id.slice(0, 12))).toEqual([referenceStoredId(id)]);
+        expect(referenceStoredId(id)).toMatch(/^#[0-9a-f]{64}$/);
       }
     });
 
     it("any id: claimed under <prefix><scope>: and its stored id, the one key written", async () => {
       await fc.assert(
         fc.asyncProperty(anyId, async (id) => {
-          expect(await keysOf(id)).toEqual([reference(id)]);
+          expect(await keysOf(id)).toEqual([referenceStoredId(id)]);
         }),
         { numRuns: 100 },
       );

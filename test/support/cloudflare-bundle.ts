@@ -1,9 +1,11 @@
 import { resolve } from "node:path";
-import { build, type Plugin } from "esbuild";
+import { type BuildOptions, build, type Plugin } from "esbuild";
+import { Miniflare, type MiniflareOptions, type SharedOptions, type WorkerOptions } from "miniflare";
 import { entries, specifier } from "../../entries.js";
 
 // Bundles the Cloudflare test fixtures (test/fixtures/cloudflare/) from src/ as wrangler would,
-// for the tests that run them in workerd through miniflare.
+// and starts them in workerd through miniflare, with one compatibility date, for the tests that
+// run them.
 
 const root = resolve(import.meta.dirname, "../..");
 
@@ -20,13 +22,11 @@ const fromSource: Plugin = {
 };
 
 /**
- * Bundles a Worker (a path from the repository's root) as wrangler does: ESM, the
- * workerd/worker/browser conditions; `banner` is code run before the rest.
+ * Bundles a Worker with esbuild as wrangler does (ESM, the workerd/worker/browser conditions),
+ * with the entry, plugins and banner of `options`; every Worker a test runs is built this way.
  */
-export async function bundleWorker(entry: string, banner?: string): Promise<string> {
+export async function bundleAsWrangler(options: BuildOptions): Promise<string> {
   const result = await build({
-    ...(banner === undefined ? {} : { banner: { js: banner } }),
-    entryPoints: [resolve(root, entry)],
     bundle: true,
     write: false,
     format: "esm",
@@ -34,12 +34,53 @@ export async function bundleWorker(entry: string, banner?: string): Promise<stri
     target: "es2022",
     conditions: ["workerd", "worker", "browser"],
     mainFields: ["browser", "module", "main"],
-    plugins: [fromSource],
     logLevel: "silent",
+    ...options,
   });
-  const code = result.outputFiles[0]?.text;
+  const code = result.outputFiles?.[0]?.text;
   if (!code) throw new Error("esbuild produced no bundle");
   return code;
+}
+
+/**
+ * Bundles a Worker (a path from the repository's root) as wrangler does, `flag-webhooks/*` from
+ * src/; `banner` is code run before the rest.
+ */
+export function bundleWorker(entry: string, banner?: string): Promise<string> {
+  return bundleAsWrangler({
+    ...(banner === undefined ? {} : { banner: { js: banner } }),
+    entryPoints: [resolve(root, entry)],
+    plugins: [fromSource],
+  });
+}
+
+/** The compatibility date of every Worker the tests run (no compatibility flags: no Node built-ins). */
+export const COMPATIBILITY_DATE = "2024-09-23";
+
+/** Miniflare's options for a Worker test besides its script: bindings, Durable Objects, queues, KV, D1. */
+export type WorkerSetup = Omit<
+  SharedOptions & WorkerOptions,
+  "modules" | "script" | "scriptPath" | "compatibilityDate"
+>;
+
+/**
+ * Miniflare running, in workerd, the Worker bundled from `entry` (see {@link bundleWorker}) with
+ * `setup`, ready for requests; with `stryker`, under Stryker the mutant switched on in this
+ * process is switched on inside workerd too ({@link strykerMutantBanner}).
+ */
+export async function startWorker(
+  entry: string,
+  setup: WorkerSetup = {},
+  { stryker = false } = {},
+): Promise<Miniflare> {
+  const mf = new Miniflare({
+    ...setup,
+    modules: true,
+    script: await bundleWorker(entry, stryker ? strykerMutantBanner() : undefined),
+    compatibilityDate: COMPATIBILITY_DATE,
+  } as MiniflareOptions);
+  await mf.ready;
+  return mf;
 }
 
 // Stryker's state in this process: the mutant it switched on, and the coverage its instrumented

@@ -1,6 +1,5 @@
 import { signedDelivery } from "flag-webhooks/testing";
-import { Miniflare } from "miniflare";
-import { bundleWorker } from "./cloudflare-bundle.js";
+import { startWorker } from "./cloudflare-bundle.js";
 
 /**
  * The Worker of test/fixtures/cloudflare/queues.ts in workerd (miniflare), with two real queues:
@@ -24,10 +23,7 @@ export const QUEUE_KEY = "queue-key-2026";
 export const QUEUE_KEY_OLD = "queue-key-2025";
 
 export async function startQueuesWorker(): Promise<QueuesWorker> {
-  const mf = new Miniflare({
-    modules: true,
-    script: await bundleWorker("test/fixtures/cloudflare/queues.ts"),
-    compatibilityDate: "2024-09-23",
+  const mf = await startWorker("test/fixtures/cloudflare/queues.ts", {
     bindings: { WEBHOOK_SECRET, QUEUE_KEY, QUEUE_KEY_OLD },
     queueProducers: { PLAIN: "plain-events", SIGNED: "signed-events" },
     queueConsumers: {
@@ -35,7 +31,6 @@ export async function startQueuesWorker(): Promise<QueuesWorker> {
       "signed-events": { maxBatchSize: 10, maxBatchTimeout: 0.05, maxRetries: 3, retryDelay: 0 },
     },
   });
-  await mf.ready;
   const get = async <T>(path: string) => (await (await mf.dispatchFetch(`http://worker${path}`)).json()) as T;
   return {
     async deliver(path, event) {

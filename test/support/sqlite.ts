@@ -1,28 +1,19 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdirSync, readFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
+import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
-import { createAdaptorServer } from "@hono/node-server";
 import { build } from "esbuild";
-import express from "express";
-import type { DedupeStore, WebhookEvent } from "flag-webhooks";
-import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
-import { webhookHandler as fetchHandler } from "flag-webhooks/fetch";
-import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
-import { type LambdaProxyEventV2, webhookHandler as lambdaHandler } from "flag-webhooks/lambda";
-import Koa from "koa";
-import request from "supertest";
+import type { DedupeStore } from "flag-webhooks";
 import { entries, specifier } from "../../entries.js";
+import { type AdapterName, adapterReceiver, type ReceiverOptions, type Send } from "./adapter-receivers.js";
+import { startReceiverProcess } from "./crash.js";
 import { signatureOf } from "./deliveries.js";
 import { freePort } from "./free-port.js";
-import { close, listen } from "./http.js";
+import type { Started } from "./processes.js";
 
 // Shared by the SQLite inbox's tests (test/stores/sqlite/): files in the clone, signed
-// deliveries, a receiver of each adapter around an `onEvent`, and receiver processes (the fixture
-// test/fixtures/sqlite-receiver.ts) on Node 20, 22, 24 or Bun, whose inboxes serve the store
-// contract over HTTP.
+// deliveries, a receiver of each adapter around an `onEvent` (made by adapter-receivers.ts, with
+// this secret), and receiver processes (the fixture test/fixtures/sqlite-receiver.ts) on Node 20,
+// 22, 24 or Bun, whose inboxes serve the store contract over HTTP.
 
 const root = resolve(import.meta.dirname, "../..");
 export const SQLITE_SECRET = "whsec-sqlite-inbox-test";
@@ -34,87 +25,14 @@ export function databaseFile(name = "inbox.db"): string {
   return join(dir, name);
 }
 
-/** A flag.updated event body with this id, dated now. */
-export function eventBody(id: string): string {
-  return JSON.stringify({
-    id,
-    type: "flag.updated",
-    createdAt: new Date().toISOString(),
-    environment: "prod",
-    data: { flag: "new-checkout", changes: [], actor: { type: "user", email: "dana@example.com" } },
-  });
-}
 export const signBody = (text: string, secret = SQLITE_SECRET): Promise<string> => signatureOf(secret, text);
 
-export interface Reply {
-  status: number;
-  headers: Record<string, string | undefined>;
-  json: { error?: { code: string } } | undefined;
-}
-export type Send = (text: string) => Promise<Reply>;
-export type AdapterName = "Express" | "Koa" | "fetch" | "Lambda";
-export const ADAPTERS: AdapterName[] = ["Express", "Koa", "fetch", "Lambda"];
-
-const servers: Server[] = [];
-/** Closes every server `receiver()` started. */
-export async function closeReceivers(): Promise<void> {
-  await Promise.all(servers.splice(0).map((s) => close(s)));
-}
-
-/** A receiver of the adapter, running `onEvent` (with `maxAge` when given); returns how to deliver to it. */
-export async function receiver(
+/** A receiver of the adapter with the SQLite tests' secret, running `onEvent` (with `maxAge` when given). */
+export const receiver = (
   adapter: AdapterName,
-  onEvent: (event: WebhookEvent, ...context: never[]) => unknown,
+  onEvent: ReceiverOptions["onEvent"],
   extra: { maxAge?: string; onError?: (error: unknown) => void } = {},
-): Promise<Send> {
-  const options = { secret: SQLITE_SECRET, onEvent: onEvent as never, onError: () => {}, ...extra };
-  if (adapter === "Lambda") {
-    const handler = lambdaHandler(options);
-    const template = JSON.parse(
-      readFileSync(join(root, "test/fixtures/lambda/http-api-v2.json"), "utf8"),
-    ) as LambdaProxyEventV2;
-    return async (text) => {
-      const result = await handler(
-        {
-          ...template,
-          headers: { "content-type": "application/json", "service-signature": await signBody(text) },
-          body: text,
-          isBase64Encoded: false,
-        },
-        { awsRequestId: randomUUID(), getRemainingTimeInMillis: () => 3000 },
-      );
-      const headers = Object.fromEntries(
-        Object.entries(result.headers ?? {}).map(([name, value]) => [name.toLowerCase(), String(value)]),
-      );
-      return { status: result.statusCode, headers, json: result.body ? JSON.parse(result.body) : undefined };
-    };
-  }
-  let http: Server;
-  if (adapter === "Express") {
-    const app = express();
-    app.post("/webhooks", expressMiddleware(options));
-    http = createServer(app);
-  } else if (adapter === "Koa") {
-    const app = new Koa();
-    app.use(koaMiddleware(options));
-    http = createServer(app.callback());
-  } else {
-    http = createAdaptorServer({ fetch: fetchHandler(options) }) as Server;
-  }
-  servers.push(await listen(http));
-  return async (text) => {
-    const answer = await request(http)
-      .post("/webhooks")
-      .set("content-type", "application/json")
-      .set("service-signature", await signBody(text))
-      .send(text);
-    return {
-      status: answer.status,
-      headers: answer.headers as Record<string, string>,
-      json: answer.text ? JSON.parse(answer.text) : undefined,
-    };
-  };
-}
+): Promise<Send> => adapterReceiver(adapter, { secret: SQLITE_SECRET, onEvent, ...extra });
 
 /** The runtimes a receiver process runs on: this Node (20), Node 22 and 24 (tools/node-versions), Bun. */
 export const RUNTIMES = {
@@ -158,11 +76,9 @@ export function receiverBundle(): Promise<string> {
 }
 
 /** A receiver process (test/fixtures/sqlite-receiver.ts) and what it printed. */
-export interface ReceiverProcess {
+export interface ReceiverProcess extends Started {
   name: string;
   port: number;
-  child: ChildProcess;
-  output: string;
 }
 
 /** Starts a receiver process on `runtime` with the fixture's environment (DRIVER, FILE, …). */
@@ -173,34 +89,15 @@ export async function startReceiver(
 ): Promise<ReceiverProcess> {
   const bundle = await receiverBundle();
   const chosen = port ?? (await freePort());
-  const child = spawn(RUNTIMES[runtime], [bundle], {
+  const started = await startReceiverProcess(`the ${runtime} receiver`, RUNTIMES[runtime], [bundle], {
     cwd: root,
     env: { ...process.env, WEBHOOK_SECRET: SQLITE_SECRET, PORT: String(chosen), ...env },
-    stdio: ["ignore", "pipe", "pipe"],
   });
-  const started: ReceiverProcess = { name: env.NAME ?? "receiver", port: chosen, child, output: "" };
-  child.stdout?.on("data", (chunk: Buffer) => {
-    started.output += chunk;
-  });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    started.output += chunk;
-  });
-  for (let waited = 0; !started.output.includes("listening"); waited += 20) {
-    if (waited > 20_000 || child.exitCode !== null) {
-      throw new Error(`the ${runtime} receiver did not start:\n${started.output}`);
-    }
-    await sleep(20);
-  }
-  return started;
+  return Object.assign(started, { name: env.NAME ?? "receiver", port: chosen });
 }
 
 /** Stops a receiver process, at once. */
-export async function stopReceiver(receiver: ReceiverProcess): Promise<void> {
-  if (receiver.child.exitCode !== null || receiver.child.signalCode !== null) return;
-  const exited = new Promise((done) => receiver.child.once("exit", done));
-  receiver.child.kill("SIGKILL");
-  await exited;
-}
+export const stopReceiver = (receiver: ReceiverProcess): Promise<void> => receiver.kill();
 
 /** One of a receiver process's inboxes, as a DedupeStore over HTTP (POST /store). */
 export function remoteStore(receiver: ReceiverProcess, instance: "store" | "peer" | "other"): DedupeStore {

@@ -32,6 +32,18 @@ export interface ContractSetup {
 
 const newId = () => `evt_${randomUUID()}`;
 
+/**
+ * Checks the scope rule a shared store applies when it is made, one rule for every store (1-100
+ * characters of A-Z a-z 0-9 . _ -, the option and the store named in the error): `make` builds
+ * the store `owner` with the scope given.
+ */
+export function expectScopeChecked(owner: string, make: (scope: unknown) => unknown): void {
+  for (const scope of [undefined, "", "a b", "a#b", "x".repeat(101), "é", 7]) {
+    expect(() => make(scope), String(scope)).toThrow(`option "scope" of ${owner} must be 1-100 characters`);
+  }
+  expect(() => make("audit-app_1.v2")).not.toThrow();
+}
+
 /** Runs the contract against one store; a store that fails any case is not a DedupeStore. */
 export function describeStoreContract(
   name: string,
@@ -99,7 +111,7 @@ export function describeStoreContract(
         expect(await (s.peer ?? s.store).claim(event, 10_000)).toBe("claimed");
       });
 
-      it("ids of every form are keys of their own, each handled once: long, with NUL, ill-formed, spelled like a hash", async () => {
+      it("ids of every form are keys of their own, each handled once: long, with NUL, ill-formed, spelled like a hash or like SQL", async () => {
         const base = newId();
         // Over every backend's key limit (DynamoDB 2048 bytes, Postgres's btree row ~2.7 KB).
         const long = `${base}${"é".repeat(3000)}`;
@@ -120,6 +132,10 @@ export function describeStoreContract(
           ["U+FFFD", `${base}\ufffd`],
           ["a long id and a lone low surrogate", `${long}\udc00`],
           ["a long id and a lone high surrogate", `${long}\ud800`],
+          // Ids that would be SQL, or break it, if a store wrote them into a statement as they are.
+          ["an id that closes a quoted string", `${base}'; drop table effects; --`],
+          ["an id with backslashes", `${base}\\x00\\`],
+          ["a non-ASCII id", `é${base}🚀`],
         ];
         for (const [label, id] of ids) expect(await s.store.claim(id, 10_000), label).toBe("claimed");
         for (const [label, id] of ids) expect(await (s.peer ?? s.store).claim(id, 10_000), label).toBe("in_flight");

@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import express from "express";
+import type express from "express";
 import Fastify, { type FastifyReply } from "fastify";
 import { createRouter, type WebhookEvent } from "flag-webhooks";
 import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
@@ -14,6 +14,7 @@ import { createEvent, signedDelivery, signedRequest } from "flag-webhooks/testin
 import Koa from "koa";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { expressServer } from "../../support/express.js";
 import { type TestDatabase, testDatabase } from "../../support/postgres-database.js";
 import { postgresAvailability } from "../../support/postgres-server.js";
 
@@ -76,6 +77,28 @@ async function serve(server: Server): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
 }
 
+/**
+ * An Express receiver, serving until the test ends, whose onEvent is `inbox.handle()` around a
+ * handler that writes the event's effect row through tx, then does `then` (its result is the
+ * handler's); its URL.
+ */
+function effectReceiver(
+  inbox: PostgresInbox<pg.Pool>,
+  then: (event: WebhookEvent, tx: pg.PoolClient, res: express.Response) => unknown,
+  options: { onError?: (error: unknown) => void } = {},
+): Promise<string> {
+  return serve(
+    expressServer({
+      secret: SECRET,
+      ...options,
+      onEvent: inbox.handle(async (event, tx: pg.PoolClient, _req, res: express.Response) => {
+        await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+        return then(event, tx, res);
+      }),
+    }),
+  );
+}
+
 async function post(url: string, delivery: { body: string; headers: Record<string, string> }) {
   // A receiver that never answers fails the test, rather than hang it.
   const response = await fetch(url, {
@@ -89,23 +112,16 @@ async function post(url: string, delivery: { body: string; headers: Record<strin
 
 describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after COMMIT", () => {
   it("Express, an answer written on res and then a throw: 500, nothing committed; the retry runs and commits once", async () => {
-    const inbox = new PostgresInbox(pool(), { scope: "express-throw" });
     let runs = 0;
-    const app = express();
-    app.post(
-      "/webhooks",
-      expressMiddleware({
-        secret: SECRET,
-        onError: () => {},
-        onEvent: inbox.handle(async (event, tx, _req, res: express.Response) => {
-          runs++;
-          await tx.query("insert into effects (event_id) values ($1)", [event.id]);
-          res.json({ ok: true });
-          if (runs === 1) throw new Error("failed after answering");
-        }),
-      }),
+    const url = await effectReceiver(
+      new PostgresInbox(pool(), { scope: "express-throw" }),
+      (_event, _tx, res) => {
+        runs++;
+        res.json({ ok: true });
+        if (runs === 1) throw new Error("failed after answering");
+      },
+      { onError: () => {} },
     );
-    const url = await serve(createServer(app));
     const { event, send } = copies();
     expect((await post(url, await send())).status).toBe(500);
     expect(await effects(event.id)).toBe(0);
@@ -116,22 +132,15 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
   });
 
   it("Express, a COMMIT that fails (a deferred foreign key) after res.sendStatus(200): 503 with Retry-After, nothing committed", async () => {
-    const inbox = new PostgresInbox(pool(), { scope: "express-deferred" });
-    const app = express();
-    app.post(
-      "/webhooks",
-      expressMiddleware({
-        secret: SECRET,
-        onError: () => {},
-        onEvent: inbox.handle(async (event, tx, _req, res: express.Response) => {
-          await tx.query("insert into effects (event_id) values ($1)", [event.id]);
-          // Checked only at COMMIT: there is no such parent.
-          await tx.query("insert into children (parent_id) values ($1)", [event.id]);
-          res.sendStatus(200);
-        }),
-      }),
+    const url = await effectReceiver(
+      new PostgresInbox(pool(), { scope: "express-deferred" }),
+      async (event, tx, res) => {
+        // Checked only at COMMIT: there is no such parent.
+        await tx.query("insert into children (parent_id) values ($1)", [event.id]);
+        res.sendStatus(200);
+      },
+      { onError: () => {} },
     );
-    const url = await serve(createServer(app));
     const { event, send } = copies();
     expect(await post(url, await send())).toMatchObject({ status: 503, retryAfter: "10" });
     expect(await effects(event.id)).toBe(0);
@@ -183,21 +192,11 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
   });
 
   it("Express, res.status(503).send() after the writes: 503, rolled back, and the retry runs the handler again", async () => {
-    const inbox = new PostgresInbox(pool(), { scope: "express-503" });
     let runs = 0;
-    const app = express();
-    app.post(
-      "/webhooks",
-      expressMiddleware({
-        secret: SECRET,
-        onEvent: inbox.handle(async (event, tx, _req, res: express.Response) => {
-          runs++;
-          await tx.query("insert into effects (event_id) values ($1)", [event.id]);
-          if (runs === 1) res.status(503).send("later");
-        }),
-      }),
-    );
-    const url = await serve(createServer(app));
+    const url = await effectReceiver(new PostgresInbox(pool(), { scope: "express-503" }), (_event, _tx, res) => {
+      runs++;
+      if (runs === 1) res.status(503).send("later");
+    });
     const { event, send } = copies();
     expect((await post(url, await send())).status).toBe(503);
     expect(await effects(event.id)).toBe(0);
@@ -222,9 +221,7 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
     expect(answer).toMatchObject({ statusCode: 200, body: "ok" });
     expect(await effects(inLambda.event.id)).toBe(1);
 
-    const app = express();
-    app.post("/webhooks", expressMiddleware({ secret: SECRET, onError: () => {}, onEvent: write }));
-    const url = await serve(createServer(app));
+    const url = await serve(expressServer({ secret: SECRET, onError: () => {}, onEvent: write }));
     const inExpress = copies();
     expect((await post(url, await inExpress.send())).status).toBe(500);
     expect(await effects(inExpress.event.id)).toBe(0);
@@ -284,25 +281,14 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
   });
 
   it("a 2xx reply that cannot be sent (a header name, a body JSON cannot hold) is a 500 decided before anything commits", async () => {
-    const inbox = new PostgresInbox(pool(), { scope: "unsendable" });
     const replies = [
       { status: 200, headers: { "bad name": "x" } },
       { status: 200, body: { count: 1n } },
     ];
     let next = 0;
-    const app = express();
-    app.post(
-      "/webhooks",
-      expressMiddleware({
-        secret: SECRET,
-        onError: () => {},
-        onEvent: inbox.handle(async (event, tx) => {
-          await tx.query("insert into effects (event_id) values ($1)", [event.id]);
-          return replies[next++];
-        }),
-      }),
-    );
-    const url = await serve(createServer(app));
+    const url = await effectReceiver(new PostgresInbox(pool(), { scope: "unsendable" }), () => replies[next++], {
+      onError: () => {},
+    });
     for (const _reply of replies) {
       const { event, send } = copies();
       expect((await post(url, await send())).status).toBe(500);
@@ -315,10 +301,8 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
     const errors: unknown[] = [];
     const ends = ["commit", "rollback"];
     let next = 0;
-    const app = express();
-    app.post(
-      "/webhooks",
-      expressMiddleware({
+    const url = await serve(
+      expressServer({
         secret: SECRET,
         onError: (error) => void errors.push(error),
         onEvent: inbox.handle(async (event, tx) => {
@@ -328,7 +312,6 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
         }),
       }),
     );
-    const url = await serve(createServer(app));
     for (const end of ends) {
       const { send } = copies();
       expect((await post(url, await send())).status, end).toBe(503);
@@ -345,19 +328,13 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
     const shared = new pg.Pool({ connectionString: db.url, max: 4 });
     pools.push(shared);
     const inbox = new PostgresInbox(shared, { scope: "pool-wait", lockTimeout: 100, timeout: 300 });
-    const app = express();
-    app.post(
-      "/webhooks",
-      expressMiddleware({
-        secret: SECRET,
-        onError: () => {},
-        onEvent: inbox.handle(async (event, tx) => {
-          await tx.query("insert into effects (event_id) values ($1)", [event.id]);
-          await shared.query("select pg_sleep(0.05)");
-        }),
-      }),
+    const url = await effectReceiver(
+      inbox,
+      async () => {
+        await shared.query("select pg_sleep(0.05)");
+      },
+      { onError: () => {} },
     );
-    const url = await serve(createServer(app));
     const events = Array.from({ length: 8 }, () => copies());
     const first = await Promise.all(events.map(async ({ send }) => post(url, await send())));
     for (const answer of first) {
@@ -390,17 +367,14 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
     const write = inbox.handle(async (event: WebhookEvent, tx) => {
       await tx.query("insert into effects (event_id) values ($1)", [event.id]);
     });
-    const app = express();
-    app.post(
-      "/webhooks",
-      expressMiddleware({
+    const url = await serve(
+      expressServer({
         secret: SECRET,
         maxAge: "5m",
         onError: (error) => void errors.push(error),
         onEvent: createRouter().onAny((event) => write(event)),
       }),
     );
-    const url = await serve(createServer(app));
     const { event, send } = copies();
     expect((await post(url, await send())).status).toBe(500);
     expect(await effects(event.id)).toBe(0);

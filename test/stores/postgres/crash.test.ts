@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { createServer as createHttpServer, type Server } from "node:http";
 import { join } from "node:path";
@@ -9,7 +8,16 @@ import { webhookMiddleware } from "flag-webhooks/express";
 import { PostgresInbox } from "flag-webhooks/postgres";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { eventJson, signatureOf } from "../../support/deliveries.js";
+import {
+  deliverUntilOk,
+  killInsideHandlers,
+  lostAndDoubled,
+  newTally,
+  pool,
+  sendInBatches,
+  startReceiverProcess,
+} from "../../support/crash.js";
+import { eventJson } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
 import { close, listen } from "../../support/http.js";
 import {
@@ -18,6 +26,7 @@ import {
   startPostgres,
   stopPostgres,
 } from "../../support/postgres-server.js";
+import type { Started } from "../../support/processes.js";
 
 // Exactly once through crashes, on a real PostgreSQL: receivers SIGKILLed mid-handler and
 // restarted while every event is delivered twice at once to two receivers; then Postgres itself
@@ -30,44 +39,6 @@ const SECRET = "whsec-postgres-crash-test";
 const root = join(import.meta.dirname, "../../..");
 
 const body = (id: string) => eventJson(id);
-const sign = (text: string) => signatureOf(SECRET, text);
-
-/** What the sender saw: answers by status, and broken connections. */
-interface Tally {
-  statuses: Map<number, number>;
-  broken: number;
-}
-
-/** Delivers one copy until it gets a 2xx, retrying every other answer and every broken connection. */
-async function deliverUntilOk(port: () => number, text: string, tally: Tally): Promise<number> {
-  for (let attempt = 0; attempt < 2000; attempt++) {
-    try {
-      const answer = await fetch(`http://127.0.0.1:${port()}/webhooks`, {
-        method: "POST",
-        headers: { "content-type": "application/json", "service-signature": await sign(text) },
-        body: text,
-        signal: AbortSignal.timeout(10_000),
-      });
-      await answer.arrayBuffer();
-      tally.statuses.set(answer.status, (tally.statuses.get(answer.status) ?? 0) + 1);
-      if (answer.status >= 200 && answer.status < 300) return answer.status;
-    } catch {
-      tally.broken++;
-    }
-    await sleep(20);
-  }
-  throw new Error("a delivery never got a 2xx");
-}
-
-/** Runs `work` over `items`, `concurrency` at a time. */
-async function pool<T>(items: T[], concurrency: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < items.length) await work(items[next++] as T);
-    }),
-  );
-}
 
 describe.skipIf(!availability.available)("PostgresInbox through crashes (real PostgreSQL)", () => {
   let server: PostgresServer;
@@ -112,15 +83,9 @@ describe.skipIf(!availability.available)("PostgresInbox through crashes (real Po
   ])(
     "two receiver processes, receivers SIGKILLed mid-handler (%s): one effect per event",
     async (_mode, answerFirst) => {
-      interface Receiver {
-        name: string;
-        port: number;
-        child: ChildProcess;
-        output: string;
-      }
-      const receivers: Receiver[] = [];
-      const start = async (name: string, port: number): Promise<Receiver> => {
-        const child = spawn(process.execPath, [receiverBundle], {
+      type Receiver = Started & { name: string; port: number };
+      const start = (name: string, port: number): Promise<Receiver> =>
+        startReceiverProcess(name, process.execPath, [receiverBundle], {
           cwd: root,
           env: {
             ...process.env,
@@ -130,78 +95,30 @@ describe.skipIf(!availability.available)("PostgresInbox through crashes (real Po
             NAME: name,
             ANSWER_FIRST: answerFirst,
           },
-          stdio: ["ignore", "pipe", "pipe"],
-        });
-        const receiver = { name, port, child, output: "" };
-        child.stdout?.on("data", (chunk: Buffer) => {
-          receiver.output += chunk;
-        });
-        child.stderr?.on("data", (chunk: Buffer) => {
-          receiver.output += chunk;
-        });
-        for (let waited = 0; !receiver.output.includes("listening"); waited += 20) {
-          if (waited > 20_000 || child.exitCode !== null) throw new Error(`${name} did not start:\n${receiver.output}`);
-          await sleep(20);
-        }
-        return receiver;
-      };
+        }).then((watched) => Object.assign(watched, { name, port }));
       const ports = [await freePort(), await freePort()] as const;
-      receivers.push(await start("a", ports[0]), await start("b", ports[1]));
-      const everyOutput: string[] = [];
+      const receivers = [await start("a", ports[0]), await start("b", ports[1])];
 
       try {
-        const ids: string[] = [];
-        const tally: Tally = { statuses: new Map(), broken: 0 };
-        let sending = true;
-        let kills = 0;
-        let midHandler = 0;
-        // The killer: waits until the target is inside a handler (its effect row written, not
-        // committed), SIGKILLs it there, and starts it again on the same port.
-        const killer = (async () => {
-          for (let round = 0; sending && round < 4; round++) {
-            const target = receivers[round % 2] as Receiver;
-            const seen = (target.output.match(/^start /gm) ?? []).length;
-            for (let waited = 0; sending && (target.output.match(/^start /gm) ?? []).length === seen; waited += 2) {
-              if (waited > 5000) break;
-              await sleep(2);
-            }
-            if (!sending) break;
-            const inHandler = (target.output.match(/^start /gm) ?? []).length > seen;
-            const exited = new Promise((resolve) => target.child.once("exit", resolve));
-            process.kill(target.child.pid as number, "SIGKILL");
-            await exited;
-            kills++;
-            if (inHandler) midHandler++;
-            everyOutput.push(target.output);
-            receivers[round % 2] = await start(target.name, target.port);
-            await sleep(100);
-          }
-        })();
-        let killed = false;
-        void killer.finally(() => {
-          killed = true;
+        const tally = newTally();
+        const killer = killInsideHandlers(receivers, {
+          rounds: 4,
+          started: /^start /gm,
+          restart: (killed) => start(killed.name, killed.port),
         });
-        // Traffic goes on, in batches, until at least 40 events went out and the killer is done
-        // (bounded: a loaded machine may run the handlers slower than the kills need).
-        const deadline = Date.now() + 40_000;
-        while ((ids.length < 40 || !killed) && Date.now() < deadline) {
-          const batch = Array.from({ length: 6 }, () => `evt_${randomUUID()}`);
-          ids.push(...batch);
-          await pool(batch, 6, async (id) => {
-            const text = body(id);
-            // Two copies at the same moment, one to each receiver; or, answering first, one copy.
-            const targets = answerFirst === "1" ? [ids.indexOf(id) % 2] : [0, 1];
-            await Promise.all(
-              targets.map((index) => deliverUntilOk(() => (receivers[index] as Receiver).port, text, tally)),
-            );
-          });
-        }
-        sending = false;
-        await killer;
+        const ids = await sendInBatches({ atLeast: 40, enough: () => killer.done }, async (id, index) => {
+          const text = body(id);
+          // Two copies at the same moment, one to each receiver; or, answering first, one copy.
+          const targets = answerFirst === "1" ? [index % 2] : [0, 1];
+          await Promise.all(
+            targets.map((at) => deliverUntilOk(() => (receivers[at] as Receiver).port, text, SECRET, tally)),
+          );
+        });
+        await killer.stop();
+        const { kills, midHandler } = killer;
 
         const effects = await effectsPerEvent(ids);
-        const lost = ids.filter((id) => !effects.has(id));
-        const doubled = ids.filter((id) => (effects.get(id) ?? 0) > 1);
+        const { lost, doubled } = lostAndDoubled(ids, effects);
         console.log(
           `crash test (answer first: ${answerFirst}): ${ids.length} events × ${answerFirst === "1" ? 1 : 2} copies, ${kills} receivers SIGKILLed (${midHandler} mid-handler), ` +
             `answers ${JSON.stringify(Object.fromEntries(tally.statuses))}, ${tally.broken} broken connections; ` +
@@ -213,7 +130,7 @@ describe.skipIf(!availability.available)("PostgresInbox through crashes (real Po
         expect(lost).toEqual([]);
         expect(doubled).toEqual([]);
         expect([...effects.values()].every((n) => n === 1)).toBe(true);
-        for (const output of [...everyOutput, ...receivers.map((r) => r.output)]) {
+        for (const output of [...killer.outputs, ...receivers.map((r) => r.output)]) {
           expect(output).not.toContain("unhandled rejection");
         }
         // The rows of the killed handlers were rolled back by Postgres: no transaction left open.
@@ -222,9 +139,7 @@ describe.skipIf(!availability.available)("PostgresInbox through crashes (real Po
         );
         expect(open.rows[0].n).toBe(0);
       } finally {
-        for (const receiver of receivers) {
-          if (receiver.child.exitCode === null && receiver.child.signalCode === null) receiver.child.kill("SIGKILL");
-        }
+        await Promise.all(receivers.map((receiver) => receiver.kill()));
       }
     },
     60_000,
@@ -256,7 +171,7 @@ describe.skipIf(!availability.available)("PostgresInbox through crashes (real Po
     const portOf = (i: number) => () => ((servers[i] as Server).address() as { port: number }).port;
     try {
       const ids = Array.from({ length: 120 }, () => `evt_${randomUUID()}`);
-      const tally: Tally = { statuses: new Map(), broken: 0 };
+      const tally = newTally();
       let downAt = 0;
       let upAt = 0;
       const chaos = (async () => {
@@ -269,7 +184,10 @@ describe.skipIf(!availability.available)("PostgresInbox through crashes (real Po
       })();
       await pool(ids, 6, async (id) => {
         const text = body(id);
-        await Promise.all([deliverUntilOk(portOf(0), text, tally), deliverUntilOk(portOf(1), text, tally)]);
+        await Promise.all([
+          deliverUntilOk(portOf(0), text, SECRET, tally),
+          deliverUntilOk(portOf(1), text, SECRET, tally),
+        ]);
         await sleep(10);
       });
       await chaos;

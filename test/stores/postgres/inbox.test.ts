@@ -1,31 +1,29 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
 import { createServer as createNetServer } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { createAdaptorServer } from "@hono/node-server";
 import { sql as drizzleSql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/node-postgres";
-import express from "express";
 import { createRouter, type WebhookEvent } from "flag-webhooks";
-import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
-import { webhookHandler as fetchHandler } from "flag-webhooks/fetch";
-import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
-import { type LambdaProxyEventV2, webhookHandler as lambdaHandler } from "flag-webhooks/lambda";
-import { type InboxClient, PostgresInbox } from "flag-webhooks/postgres";
-import Koa from "koa";
+import { type InboxClient, type PostgresClient, PostgresInbox } from "flag-webhooks/postgres";
 import { CompiledQuery, Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 import postgres from "postgres";
-import request from "supertest";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import {
+  ADAPTERS,
+  type AdapterName,
+  adapterReceiver,
+  closeReceivers,
+  type ReceiverOptions,
+  type Send,
+} from "../../support/adapter-receivers.js";
 import { eventJson, signatureOf } from "../../support/deliveries.js";
-import { close, listen } from "../../support/http.js";
+import { expectExactlyOnce } from "../../support/inbox-handle.js";
 import { type TestDatabase, testDatabase } from "../../support/postgres-database.js";
 import { postgresAvailability } from "../../support/postgres-server.js";
-import { describeStoreContract } from "../../support/store-contract.js";
+import { describeStoreContract, expectScopeChecked } from "../../support/store-contract.js";
 
 // flag-webhooks/postgres against a real PostgreSQL (test/support/postgres-server.ts): the
 // DedupeStore contract over each client, and the transactional inbox's answers through the
@@ -61,69 +59,63 @@ function pgPool(max = 10): pg.Pool {
   pools.push(pool);
   return pool;
 }
+/** One pg Client (of `Client`'s class), connected, ended after the file. */
+async function pgClient(Client: typeof pg.Client = pg.Client): Promise<pg.Client> {
+  const client = new Client({ connectionString: server?.url });
+  await client.connect();
+  pools.push(client);
+  return client;
+}
 function postgresJs(): postgres.Sql {
   const sql = postgres(server?.url as string, { max: 10, onnotice: () => {} });
   pools.push(sql);
   return sql;
 }
 
-describeStoreContract(
-  "PostgresInbox over a pg Pool",
-  {
-    skip,
-    shared: true,
-    scoped: true,
-    async make() {
-      await database();
-      return {
-        store: new PostgresInbox(pgPool(), { scope: "contract-pg" }),
-        peer: new PostgresInbox(pgPool(), { scope: "contract-pg" }),
-        otherScope: new PostgresInbox(pgPool(), { scope: "contract-pg-other" }),
-      };
+/** The store contract over inboxes of one scope on the clients `client` gives: the store, its peer, another scope. */
+function describeInboxContract(
+  name: string,
+  scope: string,
+  client: (role: "store" | "peer" | "other") => PostgresClient | Promise<PostgresClient>,
+  extra?: () => void,
+) {
+  describeStoreContract(
+    `PostgresInbox over ${name}`,
+    {
+      skip,
+      shared: true,
+      scoped: true,
+      async make() {
+        await database();
+        return {
+          store: new PostgresInbox(await client("store"), { scope }),
+          peer: new PostgresInbox(await client("peer"), { scope }),
+          otherScope: new PostgresInbox(await client("other"), { scope: `${scope}-other` }),
+        };
+      },
     },
-  },
-  (subject) => {
-    it("keeps ids as given: quotes, backslashes and non-ASCII ids are ids like any other", async () => {
-      const { store, peer } = subject();
-      for (const id of [`evt_'; drop table effects; --`, "evt_\\x00\\", "évt_🚀"]) {
-        expect(await store.claim(id, 10_000)).toBe("claimed");
-        await store.complete(id, 10_000);
-        expect(await peer?.claim(id, 10_000)).toBe("done");
-      }
+    extra,
+  );
+}
+
+describeInboxContract(
+  "a pg Pool",
+  "contract-pg",
+  () => pgPool(),
+  () => {
+    // The contract's ids include some that would be SQL if written into a statement as they are.
+    it("ids that look like SQL drop nothing: the effects table is still there", async () => {
       expect((await admin.query("select count(*)::int as n from effects")).rows[0].n).toBeGreaterThanOrEqual(0);
     });
   },
 );
-
-describeStoreContract("PostgresInbox over postgres.js", {
-  skip,
-  shared: true,
-  scoped: true,
-  async make() {
-    await database();
-    return {
-      store: new PostgresInbox(postgresJs(), { scope: "contract-js" }),
-      peer: new PostgresInbox(postgresJs(), { scope: "contract-js" }),
-      otherScope: new PostgresInbox(postgresJs(), { scope: "contract-js-other" }),
-    };
-  },
-});
-
-describeStoreContract("PostgresInbox over one pg Client", {
-  skip,
-  shared: true,
-  scoped: true,
-  async make() {
-    await database();
-    const client = new pg.Client({ connectionString: server?.url });
-    await client.connect();
-    pools.push(client);
-    return {
-      store: new PostgresInbox(client, { scope: "contract-client" }),
-      peer: new PostgresInbox(pgPool(), { scope: "contract-client" }),
-      otherScope: new PostgresInbox(client, { scope: "contract-client-other" }),
-    };
-  },
+describeInboxContract("postgres.js", "contract-js", () => postgresJs());
+// The store and the other scope share the one Client; the peer is another process's pool.
+let oneClient: Promise<pg.Client> | undefined;
+describeInboxContract("one pg Client", "contract-client", (role) => {
+  if (role === "peer") return pgPool();
+  oneClient ??= pgClient();
+  return oneClient;
 });
 
 describe("PostgresInbox options", () => {
@@ -131,11 +123,8 @@ describe("PostgresInbox options", () => {
   afterAll(() => pool.end());
 
   it("requires a scope of 1-100 characters of A-Z a-z 0-9 . _ -, naming the option", () => {
-    for (const scope of [undefined, "", "a b", "x".repeat(101), "é", 7]) {
-      expect(() => new PostgresInbox(pool, { scope } as never)).toThrow(/option "scope"/);
-    }
+    expectScopeChecked("PostgresInbox", (scope) => new PostgresInbox(pool, { scope } as never));
     expect(() => new PostgresInbox(pool, undefined as never)).toThrow(/"scope"/);
-    expect(new PostgresInbox(pool, { scope: "audit-app_1.v2" })).toBeInstanceOf(PostgresInbox);
   });
 
   it("refuses a table name that is not an identifier, and a client it does not know", () => {
@@ -159,76 +148,13 @@ describe("PostgresInbox options", () => {
 // ---------------------------------------------------------------------------------------------
 // The answers of handle(), through each adapter.
 
-type AdapterName = "Express" | "Koa" | "fetch" | "Lambda";
-const ADAPTERS: AdapterName[] = ["Express", "Koa", "fetch", "Lambda"];
-
 const body = (id: string) => eventJson(id);
 const sign = (text: string) => signatureOf(SECRET, text);
-
-interface Reply {
-  status: number;
-  headers: Record<string, string | undefined>;
-  json: { error?: { code: string } } | undefined;
-}
-type Send = (text: string) => Promise<Reply>;
-
-const servers: Server[] = [];
-afterAll(async () => {
-  await Promise.all(servers.map((s) => close(s)));
-});
+afterAll(closeReceivers);
 
 /** A receiver of the adapter, running `onEvent`; returns how to deliver to it. */
-async function receiver(adapter: AdapterName, onEvent: (event: WebhookEvent, ...context: unknown[]) => unknown) {
-  const options = { secret: SECRET, onEvent, onError: () => {} };
-  if (adapter === "Lambda") {
-    const handler = lambdaHandler(options);
-    const template = JSON.parse(
-      readFileSync(join(import.meta.dirname, "../../fixtures/lambda/http-api-v2.json"), "utf8"),
-    ) as LambdaProxyEventV2;
-    const send: Send = async (text) => {
-      const result = await handler(
-        {
-          ...template,
-          headers: { "content-type": "application/json", "service-signature": await sign(text) },
-          body: text,
-          isBase64Encoded: false,
-        },
-        { awsRequestId: randomUUID(), getRemainingTimeInMillis: () => 3000 },
-      );
-      const headers = Object.fromEntries(
-        Object.entries(result.headers ?? {}).map(([name, value]) => [name.toLowerCase(), String(value)]),
-      );
-      return { status: result.statusCode, headers, json: result.body ? JSON.parse(result.body) : undefined };
-    };
-    return send;
-  }
-  let http: Server;
-  if (adapter === "Express") {
-    const app = express();
-    app.post("/webhooks", expressMiddleware(options));
-    http = createServer(app);
-  } else if (adapter === "Koa") {
-    const app = new Koa();
-    app.use(koaMiddleware(options));
-    http = createServer(app.callback());
-  } else {
-    http = createAdaptorServer({ fetch: fetchHandler(options) }) as Server;
-  }
-  servers.push(await listen(http));
-  const send: Send = async (text) => {
-    const answer = await request(http)
-      .post("/webhooks")
-      .set("content-type", "application/json")
-      .set("service-signature", await sign(text))
-      .send(text);
-    return {
-      status: answer.status,
-      headers: answer.headers as Record<string, string>,
-      json: answer.text ? JSON.parse(answer.text) : undefined,
-    };
-  };
-  return send;
-}
+const receiver = (adapter: AdapterName, onEvent: ReceiverOptions["onEvent"]) =>
+  adapterReceiver(adapter, { secret: SECRET, onEvent });
 
 async function effects(id: string): Promise<number> {
   return (await admin.query("select count(*)::int as n from effects where event_id = $1", [id])).rows[0].n;
@@ -276,6 +202,17 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() through every adapte
     return undefined;
   };
 
+  /** Holds the handler of `id` once it is inside: `inHandler` resolves then, `open()` lets it finish. */
+  const gate = (id: string) => {
+    let entered!: () => void;
+    let open!: () => void;
+    const inHandler = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    gates.set(id, { entered, open: new Promise<void>((resolve) => (open = resolve)) });
+    return { inHandler, open };
+  };
+
   for (const adapter of ADAPTERS) {
     describe(adapter, () => {
       let send: Send;
@@ -309,12 +246,7 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() through every adapte
 
       it("the same id in an uncommitted transaction elsewhere: a bounded wait, then 409 delivery_in_progress", async () => {
         const id = `gate:${randomUUID()}`;
-        let entered!: () => void;
-        let open!: () => void;
-        const inHandler = new Promise<void>((resolve) => {
-          entered = resolve;
-        });
-        gates.set(id, { entered, open: new Promise<void>((resolve) => (open = resolve)) });
+        const { inHandler, open } = gate(id);
         const first = send(body(id));
         await inHandler;
         const started = performance.now();
@@ -335,12 +267,7 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() through every adapte
 
       it("a copy that waits for a transaction that commits in time answers duplicate, not 409", async () => {
         const id = `gate:${randomUUID()}`;
-        let entered!: () => void;
-        let open!: () => void;
-        const inHandler = new Promise<void>((resolve) => {
-          entered = resolve;
-        });
-        gates.set(id, { entered, open: new Promise<void>((resolve) => (open = resolve)) });
+        const { inHandler, open } = gate(id);
         const first = send(body(id));
         await inHandler;
         const copy = send(body(id));
@@ -528,44 +455,28 @@ function kyselyInbox(pool: pg.Pool) {
 describe.skipIf(skip !== undefined)("PostgresInbox.handle() with each client", () => {
   beforeAll(database);
 
-  /** Delivers twice, then once after a failing run: one effect, the duplicate not run. */
-  async function exactlyOnce(onEvent: (event: WebhookEvent) => Promise<unknown>, failing: (id: string) => void) {
-    const id = `evt_${randomUUID()}`;
-    const event = { id, type: "flag.updated" } as WebhookEvent;
-    expect(await onEvent(event)).toBeUndefined();
-    expect(await onEvent(event)).toEqual({ status: 204, headers: { "webhook-duplicate": "true" } });
-    expect(await effects(id)).toBe(1);
-    const bad = `evt_${randomUUID()}`;
-    failing(bad);
-    await expect(onEvent({ id: bad, type: "flag.updated" } as WebhookEvent)).rejects.toThrow("fails once");
-    expect(await effects(bad)).toBe(0);
-    expect(await onEvent({ id: bad, type: "flag.updated" } as WebhookEvent)).toBeUndefined();
-    expect(await effects(bad)).toBe(1);
-  }
-
   it("postgres.js: tx is the TransactionSql; writes commit with the id, a throw rolls them back", async () => {
     const fails = new Set<string>();
     const inbox = new PostgresInbox(postgresJs(), { scope: "client-js" });
-    await exactlyOnce(
+    await expectExactlyOnce(
       inbox.handle(async (event, tx) => {
         await tx`insert into effects (event_id) values (${event.id})`;
         if (fails.delete(event.id)) throw new Error("fails once");
       }),
       (id) => fails.add(id),
+      effects,
     );
   });
 
   it("one pg Client: deliveries take turns on the connection", async () => {
-    const client = new pg.Client({ connectionString: server?.url });
-    await client.connect();
-    pools.push(client);
+    const client = await pgClient();
     const fails = new Set<string>();
     const inbox = new PostgresInbox(client, { scope: "client-pg" });
     const onEvent = inbox.handle(async (event, tx) => {
       await tx.query("insert into effects (event_id) values ($1)", [event.id]);
       if (fails.delete(event.id)) throw new Error("fails once");
     });
-    await exactlyOnce(onEvent, (id) => fails.add(id));
+    await expectExactlyOnce(onEvent, (id) => fails.add(id), effects);
     // Concurrent deliveries on one connection do not share a transaction.
     const ids = Array.from({ length: 10 }, () => `evt_${randomUUID()}`);
     await Promise.all(ids.flatMap((id) => [onEvent({ id } as WebhookEvent), onEvent({ id } as WebhookEvent)]));
@@ -575,12 +486,13 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() with each client", (
   it("Drizzle (recipe): tx is Drizzle's transaction", async () => {
     const fails = new Set<string>();
     const inbox = new PostgresInbox(drizzleInbox(pgPool()), { scope: "client-drizzle" });
-    await exactlyOnce(
+    await expectExactlyOnce(
       inbox.handle(async (event, tx) => {
         await tx.execute(drizzleSql`insert into effects (event_id) values (${event.id})`);
         if (fails.delete(event.id)) throw new Error("fails once");
       }),
       (id) => fails.add(id),
+      effects,
     );
   });
 
@@ -588,12 +500,13 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() with each client", (
     const fails = new Set<string>();
     const { client } = kyselyInbox(pgPool());
     const inbox = new PostgresInbox(client, { scope: "client-kysely" });
-    await exactlyOnce(
+    await expectExactlyOnce(
       inbox.handle(async (event, tx) => {
         await tx.insertInto("effects").values({ event_id: event.id, note: null }).execute();
         if (fails.delete(event.id)) throw new Error("fails once");
       }),
       (id) => fails.add(id),
+      effects,
     );
   });
 
@@ -684,23 +597,24 @@ describe.skipIf(skip !== undefined)("PostgresInbox.handle() with each client", (
   });
 });
 
+/** A pg Client that counts its statements: pg sends one at a time, so one each is one round trip. */
+let statements = 0;
+class CountingClient extends pg.Client {
+  override query(...args: unknown[]): never {
+    statements++;
+    return (super.query as (...a: unknown[]) => never)(...args);
+  }
+}
+
+/** How many statements the CountingClients sent while `run` ran. */
+async function count(run: () => Promise<unknown>): Promise<number> {
+  const before = statements;
+  await run();
+  return statements - before;
+}
+
 describe.skipIf(skip !== undefined)("PostgresInbox round trips, counted on the real clients", () => {
   beforeAll(database);
-
-  /** A pg Client that counts its statements: pg sends one at a time, so one each is one round trip. */
-  let statements = 0;
-  class CountingClient extends pg.Client {
-    override query(...args: unknown[]): never {
-      statements++;
-      return (super.query as (...a: unknown[]) => never)(...args);
-    }
-  }
-
-  async function count(run: () => Promise<unknown>): Promise<number> {
-    const before = statements;
-    await run();
-    return statements - before;
-  }
 
   it("pg Pool: a new delivery costs 2 round trips besides the handler's; a duplicate costs 2, none of them a write", async () => {
     const pool = new pg.Pool({ connectionString: server?.url, Client: CountingClient });
@@ -902,28 +816,12 @@ describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
     expect(await first.claim(id, 10_000)).toBe("claimed");
   });
 
-  /** A pg Client that counts its statements: pg sends one at a time, so one each is one round trip. */
-  let statements = 0;
-  class Counting extends pg.Client {
-    override query(...args: unknown[]): never {
-      statements++;
-      return (super.query as (...a: unknown[]) => never)(...args);
-    }
-  }
-
   it("one pg Client: a new delivery costs 2 round trips besides the handler's, a duplicate 2, an id claimed through the DedupeStore interface 2 (409)", async () => {
-    const client = new Counting({ connectionString: server?.url });
-    await client.connect();
-    pools.push(client);
+    const client = await pgClient(CountingClient);
     const inbox = new PostgresInbox(client, { scope: "round-trips-client" });
     const onEvent = inbox.handle(async (event, tx) => {
       await tx.query("insert into effects (event_id) values ($1)", [event.id]);
     });
-    const count = async (run: () => Promise<unknown>) => {
-      const before = statements;
-      await run();
-      return statements - before;
-    };
     const id = newId();
     expect(await count(() => onEvent({ id } as WebhookEvent))).toBe(2 + 1);
     expect(await count(() => onEvent({ id } as WebhookEvent))).toBe(2);
@@ -1240,9 +1138,7 @@ describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
 
   it("leaves no timer running once a delivery is answered, new or duplicate (a process with nothing else to do can exit)", async () => {
     // One pg Client: a Pool would start idle timers of its own.
-    const client = new pg.Client({ connectionString: server?.url });
-    await client.connect();
-    pools.push(client);
+    const client = await pgClient();
     const onEvent = new PostgresInbox(client, { scope: "timers" }).handle(() => {});
     const timers = () => process.getActiveResourcesInfo().filter((resource) => resource === "Timeout").length;
     await onEvent({ id: newId() } as WebhookEvent);

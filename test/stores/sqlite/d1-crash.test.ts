@@ -1,11 +1,17 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { expect, it } from "vitest";
 import { bundleWorker } from "../../support/cloudflare-bundle.js";
-import { signatureOf } from "../../support/deliveries.js";
+import {
+  deliverUntilOk,
+  killInsideHandlers,
+  lostAndDoubled,
+  newTally,
+  pool,
+  startReceiverProcess,
+} from "../../support/crash.js";
+import { eventJson } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
 import { databaseFile } from "../../support/sqlite.js";
 
@@ -21,125 +27,54 @@ import { databaseFile } from "../../support/sqlite.js";
 const root = resolve(import.meta.dirname, "../../..");
 const SECRET = "whsec-sqlite-d1-crash";
 
-function body(id: string): string {
-  return JSON.stringify({
-    id,
-    type: "flag.updated",
-    createdAt: new Date().toISOString(),
-    environment: "prod",
-    data: { flag: "new-checkout", changes: [], actor: { type: "user", email: "dana@example.com" } },
-  });
-}
-
-interface Worker {
-  child: ChildProcess;
-  output: string;
-}
-
 it("a Worker on D1 SIGKILLed mid-handler and restarted, every event sent twice at once: one effect per event", async () => {
   const bundle = join(dirname(databaseFile()), "worker.mjs");
   writeFileSync(bundle, await bundleWorker("test/fixtures/cloudflare/sqlite-worker.ts"));
   const persist = dirname(databaseFile());
   const port = await freePort();
-  const start = async (): Promise<Worker> => {
-    // Its own process group, so that a kill takes workerd with it.
-    const child = spawn(process.execPath, [join(root, "test/fixtures/cloudflare/d1-runner.mjs")], {
+  // Its own process group, so that a kill takes workerd with it.
+  const start = () =>
+    startReceiverProcess("the Worker", process.execPath, [join(root, "test/fixtures/cloudflare/d1-runner.mjs")], {
       cwd: root,
       env: { ...process.env, WORKER_BUNDLE: bundle, PERSIST: persist, PORT: String(port), WEBHOOK_SECRET: SECRET },
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true,
+      group: true,
+      within: 30_000,
+      poll: 50,
     });
-    const worker: Worker = { child, output: "" };
-    child.stdout?.on("data", (chunk: Buffer) => {
-      worker.output += chunk;
-    });
-    child.stderr?.on("data", (chunk: Buffer) => {
-      worker.output += chunk;
-    });
-    for (let waited = 0; !worker.output.includes("listening"); waited += 50) {
-      if (waited > 30_000 || child.exitCode !== null) throw new Error(`the Worker did not start:\n${worker.output}`);
-      await sleep(50);
-    }
-    return worker;
-  };
-  const kill = async (worker: Worker) => {
-    const exited = new Promise((done) => worker.child.once("exit", done));
-    try {
-      process.kill(-(worker.child.pid as number), "SIGKILL");
-    } catch {
-      // Already gone.
-    }
-    await exited;
-  };
-  const starts = (worker: Worker) => (worker.output.match(/start crash:/g) ?? []).length;
 
-  let worker = await start();
+  const workers = [await start()];
   try {
-    const statuses = new Map<number, number>();
-    let broken = 0;
-    const deliverUntilOk = async (text: string) => {
-      for (let attempt = 0; attempt < 1000; attempt++) {
-        try {
-          const answer = await fetch(`http://127.0.0.1:${port}/webhooks`, {
-            method: "POST",
-            headers: { "content-type": "application/json", "service-signature": await signatureOf(SECRET, text) },
-            body: text,
-            signal: AbortSignal.timeout(10_000),
-          });
-          await answer.arrayBuffer();
-          statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
-          if (answer.status >= 200 && answer.status < 300) return;
-        } catch {
-          broken++;
-        }
-        await sleep(50);
-      }
-      throw new Error("a delivery never got a 2xx");
-    };
+    const tally = newTally();
     const ids = Array.from({ length: 24 }, () => `crash:${randomUUID()}`);
-    let sending = true;
-    let kills = 0;
-    let midHandler = 0;
-    const killer = (async () => {
-      for (let round = 0; sending && round < 3; round++) {
-        const seen = starts(worker);
-        for (let waited = 0; sending && starts(worker) === seen && waited < 10_000; waited += 2) await sleep(2);
-        if (!sending) break;
-        if (starts(worker) > seen) midHandler++;
-        await kill(worker);
-        kills++;
-        worker = await start();
-        await sleep(200);
-      }
-    })();
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: 4 }, async () => {
-        while (next < ids.length) {
-          const text = body(ids[next++] as string);
-          await Promise.all([deliverUntilOk(text), deliverUntilOk(text)]);
-        }
-      }),
-    );
-    sending = false;
-    await killer;
+    const killer = killInsideHandlers(workers, {
+      rounds: 3,
+      started: /start crash:/g,
+      restart: start,
+      wait: 10_000,
+      pause: 200,
+    });
+    const deliver = (text: string) => deliverUntilOk(() => port, text, SECRET, tally, { attempts: 1000, pause: 50 });
+    await pool(ids, 4, async (id) => {
+      const text = eventJson(id);
+      await Promise.all([deliver(text), deliver(text)]);
+    });
+    await killer.stop();
+    const { kills, midHandler } = killer;
     const rows = (await (await fetch(`http://127.0.0.1:${port}/effects-all`)).json()) as {
       event_id: string;
       n: number;
     }[];
-    const effects = new Map(rows.map((row) => [row.event_id, row.n]));
-    const lost = ids.filter((id) => !effects.has(id));
-    const doubled = ids.filter((id) => (effects.get(id) ?? 0) > 1);
+    const { lost, doubled } = lostAndDoubled(ids, new Map(rows.map((row) => [row.event_id, row.n])));
     console.log(
       `D1 crash test: ${ids.length} events × 2 copies, ${kills} Worker processes SIGKILLed (${midHandler} mid-handler), ` +
-        `answers ${JSON.stringify(Object.fromEntries(statuses))}, ${broken} broken connections; ${lost.length} lost, ${doubled.length} doubled`,
+        `answers ${JSON.stringify(Object.fromEntries(tally.statuses))}, ${tally.broken} broken connections; ${lost.length} lost, ${doubled.length} doubled`,
     );
     expect(kills).toBeGreaterThanOrEqual(2);
     expect(midHandler).toBeGreaterThanOrEqual(2);
-    expect(broken).toBeGreaterThan(0);
+    expect(tally.broken).toBeGreaterThan(0);
     expect(lost).toEqual([]);
     expect(doubled).toEqual([]);
   } finally {
-    await kill(worker);
+    await Promise.all(workers.map((worker) => worker.kill()));
   }
 }, 120_000);

@@ -2,11 +2,11 @@ import { randomUUID } from "node:crypto";
 import type { D1Database } from "@cloudflare/workers-types";
 import type { ClaimResult, DedupeStore } from "flag-webhooks";
 import { SqliteInbox } from "flag-webhooks/sqlite";
-import { Miniflare } from "miniflare";
+import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildCases, LIMIT, SECRETS } from "../../support/cases.js";
-import { bundleWorker } from "../../support/cloudflare-bundle.js";
-import { signatureOf } from "../../support/deliveries.js";
+import { startWorker } from "../../support/cloudflare-bundle.js";
+import { eventJson, signatureOf } from "../../support/deliveries.js";
 import { describeStoreContract } from "../../support/store-contract.js";
 
 // flag-webhooks/sqlite on Cloudflare D1 and on a Durable Object's SQLite storage, in workerd
@@ -20,10 +20,7 @@ const SECRET = "whsec-sqlite-d1-test";
 let mf: Miniflare;
 let d1: D1Database;
 beforeAll(async () => {
-  mf = new Miniflare({
-    modules: true,
-    script: await bundleWorker("test/fixtures/cloudflare/sqlite-worker.ts"),
-    compatibilityDate: "2024-09-23",
+  mf = await startWorker("test/fixtures/cloudflare/sqlite-worker.ts", {
     bindings: { WEBHOOK_SECRET: SECRET, CASE_SECRETS: JSON.stringify(SECRETS), CASE_LIMIT: LIMIT },
     d1Databases: ["DB"],
     durableObjects: { INBOX: { className: "InboxObject", useSQLite: true } },
@@ -35,17 +32,8 @@ afterAll(async () => {
   await mf?.dispose();
 });
 
-function body(id: string): string {
-  return JSON.stringify({
-    id,
-    type: "flag.updated",
-    createdAt: new Date().toISOString(),
-    environment: "prod",
-    data: { flag: "new-checkout", changes: [], actor: { type: "user", email: "dana@example.com" } },
-  });
-}
 async function deliver(path: string, id: string) {
-  const text = body(id);
+  const text = eventJson(id);
   const answer = await mf.dispatchFetch(`http://worker${path}/webhooks`, {
     method: "POST",
     headers: { "content-type": "application/json", "service-signature": await signatureOf(SECRET, text) },

@@ -6,8 +6,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import Database from "better-sqlite3";
 import { expect, it } from "vitest";
+import { eventJson } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
-import { databaseFile, eventBody, RUNTIMES, signBody } from "../../support/sqlite.js";
+import { databaseFile, RUNTIMES, signBody } from "../../support/sqlite.js";
 
 // docs/sqlite.md's first example, run as it is pasted (the built package, Express, node:sqlite,
 // Node 24 running the TypeScript as it is), and `npm run demo` on Node 22, where it keeps its ids
@@ -37,7 +38,7 @@ it("docs/sqlite.md's first example runs as pasted on Node 24: a delivery writes 
   });
   try {
     const deliver = async (id: string) => {
-      const text = eventBody(id);
+      const text = eventJson(id);
       return fetch(`http://127.0.0.1:${port}/webhooks`, {
         method: "POST",
         headers: { "content-type": "application/json", "service-signature": await signBody(text, secret) },

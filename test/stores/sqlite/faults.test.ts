@@ -5,7 +5,9 @@ import type { WebhookEvent } from "flag-webhooks";
 import { SqliteInbox } from "flag-webhooks/sqlite";
 import { afterAll, describe, expect, it } from "vitest";
 import { storedId } from "../../../src/stores/keys.js";
-import { eventBody as body, closeReceivers, databaseFile, receiver } from "../../support/sqlite.js";
+import { closeReceivers } from "../../support/adapter-receivers.js";
+import { eventJson as body } from "../../support/deliveries.js";
+import { databaseFile, receiver } from "../../support/sqlite.js";
 
 // The SQLite inbox when the database fails under it, on real files (better-sqlite3 12, Node 20):
 // a file locked by another connection, a read-only database, a full database, a file deleted

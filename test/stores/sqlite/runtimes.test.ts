@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
+import { eventJson } from "../../support/deliveries.js";
 import {
   databaseFile,
-  eventBody,
   type ReceiverProcess,
   type Runtime,
   remoteStore,
@@ -51,7 +51,7 @@ for (const [runtime, driver] of DRIVERS) {
     () => {
       it("handles a delivery once through tx: one effect row, the copy a duplicate, a throw rolled back", async () => {
         const deliver = async (id: string) => {
-          const text = eventBody(id);
+          const text = eventJson(id);
           return fetch(`http://127.0.0.1:${process_.port}/webhooks`, {
             method: "POST",
             headers: { "content-type": "application/json", "service-signature": await signBody(text) },
