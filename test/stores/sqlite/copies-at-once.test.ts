@@ -3,15 +3,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
 import { SqliteInbox } from "flag-webhooks/sqlite";
 import { afterAll, describe, expect, it } from "vitest";
-import {
-  ADAPTERS,
-  closeReceivers,
-  databaseFile,
-  eventBody,
-  type Reply,
-  receiver,
-  type Send,
-} from "../../support/sqlite.js";
+import { ADAPTERS, closeReceivers, type Reply, type Send } from "../../support/adapter-receivers.js";
+import { eventJson } from "../../support/deliveries.js";
+import { databaseFile, receiver } from "../../support/sqlite.js";
 
 // Many copies of one event at the same moment, through four adapters (Express, Koa, fetch,
 // Lambda) sharing one SqliteInbox on one better-sqlite3 connection, with a handler that awaits
@@ -51,7 +45,7 @@ describe("SqliteInbox: copies of each event at once, through four adapters", () 
     const ids = Array.from({ length: EVENTS }, () => `evt_${randomUUID()}`);
     const answers: Reply[] = await Promise.all(
       ids.flatMap((id, e) =>
-        Array.from({ length: COPIES }, () => eventBody(id)).map((text, copy) =>
+        Array.from({ length: COPIES }, () => eventJson(id)).map((text, copy) =>
           (sends[(e + copy) % sends.length] as Send)(text),
         ),
       ),
