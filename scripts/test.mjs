@@ -45,6 +45,7 @@ const steps = [
   },
   { name: "lint and format (biome)", cmd: [bin("biome"), "check", "."] },
   { name: "typecheck src", cmd: [bin("tsc"), "-p", "tsconfig.json"] },
+  { name: "size rules of src (files, functions)", cmd: [process.execPath, "tools/code-size.mjs"] },
   { name: "typecheck tests, examples and benches", cmd: [bin("tsc"), "-p", "tsconfig.test.json"] },
   { name: "build (tsup)", cmd: [bin("tsup")] },
   {

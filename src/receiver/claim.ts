@@ -84,7 +84,8 @@ function claimed(
     release() {
       // A failure after the lease ran out releases nothing: the claim has lapsed, and the id may
       // now be held by a copy that arrived meanwhile, whose claim must stand.
-      // Stryker disable next-line EqualityOperator: equivalent: a lease ending at the very instant the clock is read ends either now or a moment later.
+      // A lease ending at the very instant the clock is read ends either now or a moment later.
+      // Stryker disable next-line EqualityOperator: equivalent at that instant.
       if (performance.now() - claimedAt >= inFlightTtl) return Promise.resolve();
       return quietly(() => store.release(id), timeout, reporter, record);
     },

@@ -64,6 +64,38 @@ export function enlist(event: WebhookEvent, unit: Enlisted): boolean {
   return registry.get(event)?.enlist(unit) === true;
 }
 
+/**
+ * An inbox's handler run in its transaction `unit`: enlisted in the receiver's decision when a
+ * receiver delivers `event` (the receiver commits or rolls back), settled here otherwise
+ * (committed when `run` resolves, rolled back when it throws). `failed` says what a throw of
+ * `run` becomes (a store's own failure is `unavailable`: 503, not the handler's 500); a commit
+ * that fails is `unavailable`.
+ */
+export async function runEnlisted(
+  event: WebhookEvent,
+  unit: Enlisted,
+  run: () => unknown,
+  failed: (error: unknown) => unknown,
+  unavailable: (error: unknown) => unknown,
+): Promise<unknown> {
+  let enlisted: boolean;
+  try {
+    enlisted = enlist(event, unit);
+  } catch (error) {
+    await unit.rollback();
+    throw error;
+  }
+  let value: unknown;
+  try {
+    value = await run();
+  } catch (error) {
+    if (!enlisted) await unit.rollback();
+    throw failed(error);
+  }
+  if (!enlisted) await unit.commit().catch((error: unknown) => Promise.reject(unavailable(error)));
+  return value;
+}
+
 const RETENTION = Symbol.for("flag-webhooks.retention");
 
 /**

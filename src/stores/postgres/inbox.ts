@@ -6,7 +6,7 @@ import type { WebhookEvent } from "../../events.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import type { ClaimResult, DedupeStore } from "../contract.js";
-import { duplicateReply, type Enlisted, enlist, withRetention } from "../enlist.js";
+import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../enlist.js";
 import { checkScope, claimToken, storedId } from "../keys.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction } from "./drivers.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
@@ -150,24 +150,15 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
         rollback: () => open.transaction.rollback(),
         retention: this.#retention,
       };
-      let enlisted: boolean;
-      try {
-        enlisted = enlist(event, unit);
-      } catch (error) {
-        await unit.rollback();
-        throw error;
-      }
-      let value: unknown;
-      try {
-        value = await fn(event, open.transaction.tx as InboxTransaction<Client>, ...context);
-      } catch (error) {
-        if (!enlisted) await unit.rollback();
+      return runEnlisted(
+        event,
+        unit,
+        () => fn(event, open.transaction.tx as InboxTransaction<Client>, ...context),
         // A statement Postgres cancelled (statement_timeout) or a connection lost under the
         // handler: the store failed, not the handler.
-        throw storeFailure(error) || open.transaction.lost() ? unavailable(error) : error;
-      }
-      if (!enlisted) await unit.commit().catch((error: unknown) => Promise.reject(unavailable(error)));
-      return value;
+        (error) => (storeFailure(error) || open.transaction.lost() ? unavailable(error) : error),
+        unavailable,
+      );
     };
     return withRetention(handler, this.#retention);
   }

@@ -8,7 +8,7 @@ import type { WebhookEvent } from "../../events.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import type { ClaimResult, DedupeStore } from "../contract.js";
-import { duplicateReply, type Enlisted, enlist, withRetention } from "../enlist.js";
+import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../enlist.js";
 import { checkScope, claimToken, storedId } from "../keys.js";
 import { type BatchDriver, d1Driver, durableObjectDriver, isD1, isDurableObjectSql } from "./batch.js";
 import {
@@ -265,23 +265,8 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
    * back; without a receiver, it commits when the handler resolves. A store's failure inside the
    * handler (a full disk, a locked or read-only file) answers 503, not 500.
    */
-  async #settle(event: WebhookEvent, unit: Enlisted, run: () => unknown): Promise<unknown> {
-    let enlisted: boolean;
-    try {
-      enlisted = enlist(event, unit);
-    } catch (error) {
-      await unit.rollback();
-      throw error;
-    }
-    let value: unknown;
-    try {
-      value = await run();
-    } catch (error) {
-      if (!enlisted) await unit.rollback();
-      throw isStoreFailure(error) ? unavailable(error) : error;
-    }
-    if (!enlisted) await unit.commit().catch((error: unknown) => Promise.reject(unavailable(error)));
-    return value;
+  #settle(event: WebhookEvent, unit: Enlisted, run: () => unknown): Promise<unknown> {
+    return runEnlisted(event, unit, run, (error) => (isStoreFailure(error) ? unavailable(error) : error), unavailable);
   }
 
   /** The claim of `id` as done in `open`: "claimed", or the state of the id already there. */
