@@ -202,7 +202,9 @@ const writers: Writer[] = [
   {
     name: "res.sendFile() (the send package: a file streamed, its headers set as it opens)",
     route: (seen) => (_req, res) => {
-      res.sendFile(fileURLToPath(import.meta.url), { headers: { "content-type": "text/plain" } }, (error) =>
+      // dotfiles: this file may sit below a dot folder (Stryker's sandbox), which send refuses by default.
+      const options = { headers: { "content-type": "text/plain" }, dotfiles: "allow" as const };
+      res.sendFile(fileURLToPath(import.meta.url), options, (error) =>
         seen.push(`sent ${error === undefined ? "ok" : String(error)}`),
       );
     },
