@@ -1,0 +1,113 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import express from "express";
+import { MemoryDedupeStore } from "flag-webhooks";
+import { webhookMiddleware } from "flag-webhooks/express";
+import { createEvent, signedDelivery } from "flag-webhooks/testing";
+import { afterEach, describe, expect, it } from "vitest";
+
+// A response-timeout layer in front of an Express route without onEvent: the route is the handler,
+// and a retry sent while it still works must get 409, never a second run at once.
+
+const SECRET = "whsec-attack-timeout";
+const servers: Server[] = [];
+afterEach(async () => {
+  await Promise.all(
+    servers.splice(0).map((server) => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(resolve));
+    }),
+  );
+});
+
+async function serve(server: Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  servers.push(server);
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
+}
+
+async function attempt(url: string, delivery: { body: string; headers: Record<string, string> }): Promise<number> {
+  try {
+    const response = await fetch(url, { method: "POST", body: delivery.body, headers: delivery.headers });
+    await response.arrayBuffer();
+    return response.status;
+  } catch {
+    return 0;
+  }
+}
+
+function counter() {
+  const count = { runs: 0, running: 0, most: 0 };
+  return {
+    count,
+    async work(ms: number) {
+      count.runs++;
+      count.running++;
+      count.most = Math.max(count.most, count.running);
+      await sleep(ms);
+      count.running--;
+    },
+  };
+}
+
+/** A connect-timeout style layer: answers 503 after `ms` unless the answer began. */
+function timeoutLayer(ms: number): express.RequestHandler {
+  return (_req, res, next) => {
+    const timer = setTimeout(() => {
+      if (!res.headersSent) res.status(503).json({ error: "timeout" });
+    }, ms);
+    res.on("close", () => clearTimeout(timer));
+    next();
+  };
+}
+
+describe("Express without onEvent, a response-timeout layer answers 503 while the route still works", () => {
+  // Fails: without onEvent the route's answer is the only sign it finished, so the layer's 503
+  // (wherever the layer sits) settles the delivery and releases the claim while the route still
+  // works; the retry runs it a second time, at once. Nothing tells the middleware when an Express
+  // route's own function returns, so the fix is onEvent (whose end is known) or a layer that
+  // never answers for the route; docs/delivery.md says so.
+  it.fails("a layer after the middleware: a retry during the route gets 409, one run at a time", async () => {
+    const { count, work } = counter();
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      timeoutLayer(100),
+      async (_req, res) => {
+        await work(600);
+        if (!res.headersSent) res.sendStatus(204);
+      },
+    );
+    const url = await serve(createServer(app));
+    const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    const first = await attempt(url, delivery);
+    const retry = await attempt(url, delivery);
+    await sleep(700);
+    expect([first, retry, count.most]).toEqual([503, 409, 1]);
+  });
+
+  it("res.setTimeout cuts the socket while the route streams a 2xx: a retry during the route gets 409, one run at a time", async () => {
+    const { count, work } = counter();
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      async (_req, res) => {
+        res.setTimeout(100);
+        res.status(200).write("working");
+        await work(600);
+        res.end();
+      },
+    );
+    const url = await serve(createServer(app));
+    const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    const first = await attempt(url, delivery);
+    const retry = await attempt(url, delivery);
+    await sleep(700);
+    // The route ended its 2xx after the cut: the event is handled, and a later copy is a duplicate.
+    const later = await attempt(url, delivery);
+    expect([first, retry, later, count.runs, count.most]).toEqual([0, 409, 204, 1, 1]);
+  });
+});
