@@ -41,8 +41,11 @@ export const HELD_END = Symbol.for("flag-webhooks.held-end");
  *
  * @param endsHandler whether the answer is also the only sign the handler finished (Express's
  *   route after the middleware), rather than something the adapter reports itself.
+ * @returns false, watching nothing, when the answer has already ended (a handler that answered
+ *   before a store enlisted): it left without waiting, and no later call on `res` would report it.
  */
-export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler: boolean): void {
+export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler: boolean): boolean {
+  if (res.writableEnded || res.destroyed) return false;
   const watch = new AnswerWatch(res, accepted, endsHandler);
   res.writeHead = function writeHead(this: ServerResponse, ...args: Args) {
     return watch.writeHead(this, args);
@@ -65,6 +68,7 @@ export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler
     };
   }
   res.once("close", watch.closed);
+  return true;
 }
 
 class AnswerWatch {
