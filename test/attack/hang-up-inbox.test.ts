@@ -77,7 +77,7 @@ describe.each(Object.keys(SERVERS))("%s: the client hangs up while the SQLite in
     ["with MemoryDedupeStore", true],
   ] as const)("%s: one run, committed once, the inbox free after", async (_label, withDedupe) => {
     const db = new Database(databaseFile());
-    closers.push(() => db.close());
+    closers.push(() => void db.close());
     db.pragma("journal_mode = wal");
     db.exec("create table effects (event_id text not null)");
     const inbox = new SqliteInbox(db, { scope: `hang-up-${name}`, timeout: "2s" });
