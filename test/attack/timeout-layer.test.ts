@@ -2,9 +2,13 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import express from "express";
+import Fastify from "fastify";
 import { MemoryDedupeStore } from "flag-webhooks";
 import { webhookMiddleware } from "flag-webhooks/express";
+import { webhookPlugin } from "flag-webhooks/fastify";
+import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
 import { createEvent, signedDelivery } from "flag-webhooks/testing";
+import Koa from "koa";
 import { afterEach, describe, expect, it } from "vitest";
 
 // A response-timeout layer in front of an Express route without onEvent: the route is the handler,
@@ -109,5 +113,61 @@ describe("Express without onEvent, a response-timeout layer answers 503 while th
     // The route ended its 2xx after the cut: the event is handled, and a later copy is a duplicate.
     const later = await attempt(url, delivery);
     expect([first, retry, later, count.runs, count.most]).toEqual([0, 409, 204, 1, 1]);
+  });
+});
+
+describe("the handler's end is known: a response-timeout layer's 503 leaves the claim standing until it ends", () => {
+  it("Koa without onEvent (the middleware after it is the handler), the layer outside: 503, then 409, one run", async () => {
+    const { count, work } = counter();
+    const app = new Koa();
+    app.use(async (ctx, next) => {
+      await Promise.race([
+        next(),
+        sleep(100).then(() => {
+          ctx.status = 503;
+          ctx.body = { error: "timeout" };
+        }),
+      ]);
+    });
+    app.use(koaMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }));
+    app.use(async (ctx) => {
+      await work(600);
+      ctx.status = 204;
+    });
+    const url = await serve(createServer(app.callback()));
+    const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    const first = await attempt(url, delivery);
+    const retry = await attempt(url, delivery);
+    await sleep(700);
+    // The handler ended, but its answer was the layer's 503: released, so the next copy runs it.
+    const later = await attempt(url, delivery);
+    expect([first, retry, later, count.runs, count.most]).toEqual([503, 409, 503, 2, 1]);
+    await sleep(600);
+  });
+
+  it("Fastify onEvent, an onRequest hook that answers 503 on a timer: 503, then 409, one run", async () => {
+    const { count, work } = counter();
+    const app = Fastify();
+    app.addHook("onRequest", (_request, reply, done) => {
+      const timer = setTimeout(() => {
+        if (!reply.sent) void reply.code(503).send({ error: "timeout" });
+      }, 100);
+      reply.raw.on("close", () => clearTimeout(timer));
+      done();
+    });
+    await app.register(webhookPlugin, {
+      path: "/webhooks",
+      secret: SECRET,
+      dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
+      onEvent: () => work(600),
+    });
+    await app.listen({ port: 0, host: "127.0.0.1" });
+    servers.push(app.server);
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/webhooks`;
+    const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    const first = await attempt(url, delivery);
+    const retry = await attempt(url, delivery);
+    await sleep(700);
+    expect([first, retry, count.runs, count.most]).toEqual([503, 409, 1, 1]);
   });
 });
