@@ -116,6 +116,42 @@ describe("Express without onEvent, a response-timeout layer answers 503 while th
   });
 });
 
+describe("Node's own server timeouts while an Express route (no onEvent) streams a 2xx", () => {
+  it.each([
+    ["server.timeout (idle socket)", (server: Server) => server.setTimeout(100)],
+    [
+      "server.requestTimeout and headersTimeout",
+      (server: Server) => {
+        server.requestTimeout = 100;
+        server.headersTimeout = 100;
+      },
+    ],
+  ] as const)("%s: a retry during the route gets 409; the event handled once", async (_name, configure) => {
+    const { count, work } = counter();
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      async (_req, res) => {
+        res.status(200).write("working");
+        await work(600);
+        res.end();
+      },
+    );
+    const server = createServer(app);
+    configure(server);
+    const url = await serve(server);
+    const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    const first = attempt(url, delivery);
+    await sleep(250);
+    const retry = await attempt(url, delivery);
+    await first;
+    await sleep(700);
+    const later = await attempt(url, delivery);
+    expect([retry, later, count.runs, count.most]).toEqual([409, 204, 1, 1]);
+  });
+});
+
 describe("the handler's end is known: a response-timeout layer's 503 leaves the claim standing until it ends", () => {
   it("Koa without onEvent (the middleware after it is the handler), the layer outside: 503, then 409, one run", async () => {
     const { count, work } = counter();
