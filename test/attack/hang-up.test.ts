@@ -82,3 +82,38 @@ describe("Express without onEvent: pipelined deliveries, the client hangs up whi
     expect([retries, later, runs.get(a.id), runs.get(b.id)]).toEqual([[409, 409], [204, 204], 1, 1]);
   });
 });
+
+describe("Express without onEvent: the client hangs up, then the route fails after beginning a 2xx (next(err))", () => {
+  // Fails: once the client has left, Express's final handler has nothing left to cut (it destroys
+  // the socket, already closed, and never touches res), so nothing tells the watch that the route
+  // ended: its claim stands until inFlightTtl (60 s by default), and the sender's retries get 409
+  // meanwhile instead of running the handler again. Never a second run at once (the claim is
+  // safe), only a delay; telling it apart needs a sign of the route's end that Express does not give.
+  it.fails("the claim is released once the route failed: the retry runs it again, not 409", async () => {
+    let runs = 0;
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, onError: () => {}, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      (_req, res, next) => {
+        runs++;
+        if (runs > 1) {
+          res.sendStatus(204);
+          return;
+        }
+        res.status(200).write("partial");
+        setTimeout(() => next(new Error("failed mid-answer")), 100);
+      },
+    );
+    const port = await serve(createServer(app));
+    const d = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    const socket = connect(port, "127.0.0.1");
+    socket.on("error", () => {});
+    socket.write(raw(d));
+    await sleep(50);
+    socket.destroy();
+    await sleep(200);
+    const retry = await attempt(port, d);
+    expect([retry, runs]).toEqual([204, 2]);
+  });
+});
