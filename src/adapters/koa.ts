@@ -72,7 +72,7 @@ export function webhookMiddleware<Ctx extends KoaLikeContext = KoaLikeContext>(
     answered: (ctx) => ctx.body != null || ctx.status !== 404,
     watch(accepted, ctx) {
       claimed.set(ctx.res, accepted);
-      watchAnswer(ctx.res, accepted, false);
+      return watchAnswer(ctx.res, accepted, false);
     },
   });
 

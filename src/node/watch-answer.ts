@@ -41,8 +41,11 @@ export const HELD_END = Symbol.for("flag-webhooks.held-end");
  *
  * @param endsHandler whether the answer is also the only sign the handler finished (Express's
  *   route after the middleware), rather than something the adapter reports itself.
+ * @returns false, watching nothing, when the answer has already ended (a handler that answered
+ *   before a store enlisted): it left without waiting, and no later call on `res` would report it.
  */
-export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler: boolean): void {
+export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler: boolean): boolean {
+  if (res.writableEnded || res.destroyed) return false;
   const watch = new AnswerWatch(res, accepted, endsHandler);
   res.writeHead = function writeHead(this: ServerResponse, ...args: Args) {
     return watch.writeHead(this, args);
@@ -65,6 +68,7 @@ export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler
     };
   }
   res.once("close", watch.closed);
+  return true;
 }
 
 class AnswerWatch {
@@ -84,6 +88,8 @@ class AnswerWatch {
   #released = false;
   /** The connection, kept: Node detaches it from the response before "close". */
   readonly #socket: ServerResponse["socket"];
+  /** The connection went idle past its timeout (`res.setTimeout`, `server.timeout`): Node cuts it. */
+  #timedOut = false;
 
   constructor(res: ServerResponse, accepted: Accepted, endsHandler: boolean) {
     this.#res = res;
@@ -92,7 +98,12 @@ class AnswerWatch {
     this.#socket = res.socket;
     const { writeHead, write, end, destroy, setHeader, appendHeader, removeHeader } = res;
     this.#original = { writeHead, write, end, destroy, setHeader, appendHeader, removeHeader };
+    this.#socket?.once("timeout", this.#idle);
   }
+
+  readonly #idle = (): void => {
+    this.#timedOut = true;
+  };
 
   writeHead(res: ServerResponse, args: Args): ServerResponse {
     if (this.#released) return (this.#original.writeHead as (...args: Args) => ServerResponse).apply(res, args);
@@ -172,8 +183,8 @@ class AnswerWatch {
 
   /**
    * The connection closed before the answer ended. Cut by the server's own code after the answer
-   * began: that answer is cut, and the route finished with it. Closed by the client: the handler
-   * still works (a route writing a long answer goes on), and its claim stands until it ends it;
+   * began: that answer is cut, and the route finished with it. Closed by the client, or cut by
+   * Node for idling past its timeout: the handler still works (a route writing a long answer goes on), and its claim stands until it ends it;
    * but a route may never answer a client that is gone, so the delivery's record ends.
    */
   readonly closed = (): void => {
@@ -189,13 +200,15 @@ class AnswerWatch {
   };
 
   /**
-   * Whether the client closed the connection (it sent its end, or reset it), rather than the
-   * server's own code (Express's final handler, a server timeout), which destroys it without
-   * an error while the client still listens.
+   * Whether the connection closed while the handler may still work: the client closed it (it sent
+   * its end, or reset it), or Node cut it for idling past its timeout (`res.setTimeout`,
+   * `server.timeout`), which says nothing of the handler. Otherwise the server's own code cut it
+   * (Express's final handler after the route failed), which destroys it without an error while the
+   * client still listens.
    */
   #clientLeft(): boolean {
     const socket = this.#socket;
-    return socket !== null && (socket.readableEnded || socket.errored !== null);
+    return socket !== null && (this.#timedOut || socket.readableEnded || socket.errored !== null);
   }
 
   /** Whether a 2xx answer begins now, to be held: nothing written yet, and something to record. */
@@ -228,6 +241,7 @@ class AnswerWatch {
     const res = this.#res;
     Object.assign(res, this.#original);
     res.off("close", this.closed);
+    this.#socket?.off("timeout", this.#idle);
     delete (res as { headersSent?: boolean }).headersSent;
     delete (res as { writableEnded?: boolean }).writableEnded;
   }

@@ -78,9 +78,11 @@ export interface AdapterHooks<Context extends unknown[]> {
    * For adapters whose answer goes out on a Node `ServerResponse`: watches it for the delivery,
    * holding a 2xx until `accepted.answered` resolves and telling the receiver the status actually
    * sent, whoever writes it (the core, the handler, the framework's error handler) and whenever.
-   * Called before the handler runs, for a delivery that has something to settle.
+   * Called before the handler runs, for a delivery that has something to settle, or when a store
+   * first enlists in it. False when the answer had already ended then (the handler wrote it before
+   * the store enlisted, with nothing to hold it): it cannot wait for the store.
    */
-  watch?(accepted: Accepted, ...context: Context): void;
+  watch?(accepted: Accepted, ...context: Context): boolean;
 }
 
 /** A value `onEvent` returned that the adapter answers with itself (a fetch `Response`). */

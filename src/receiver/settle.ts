@@ -21,7 +21,7 @@ export interface Settlement extends Accepted, Participation {
 
 /** An adapter's hook that watches its answer on the wire (`AdapterHooks.watch`), for any context. */
 // biome-ignore lint/suspicious/noExplicitAny: the adapter's own context types, carried by the reporter.
-type Watch = (accepted: Accepted, ...context: any[]) => void;
+type Watch = (accepted: Accepted, ...context: any[]) => boolean;
 
 /**
  * The settlement of one accepted delivery; stores enlist in it while its handler runs.
@@ -59,6 +59,8 @@ class DeliverySettlement implements Settlement {
   /** The record ended when the client left before any answer: nothing more is recorded. */
   #closed = false;
   #decided = false;
+  /** The answer had ended before the first store enlisted: stores decide alone. */
+  #unwatched = false;
   #verdict: Promise<Answer | undefined> | undefined;
   #resolve: (instead: Promise<Answer | undefined>) => void = noop;
 
@@ -126,14 +128,19 @@ class DeliverySettlement implements Settlement {
 
   enlist(unit: Enlisted): boolean {
     // Once the answer is final, a unit can no longer be part of the decision: the store decides alone.
-    if (this.#decided || this.#final) return false;
+    if (this.#decided || this.#final || this.#unwatched) return false;
     checkRetention(unit.retention, this.#maxAge, "the inbox's retention");
-    this.#units.push(unit);
     const watch = this.#watch;
     if (watch) {
       this.#watch = undefined;
-      watch(this, ...this.#reporter.context);
+      // A handler that answered before the store enlisted: that answer has left, and nothing would
+      // report it to the decision, which would then never come (the store's transaction left open).
+      if (!watch(this, ...this.#reporter.context)) {
+        this.#unwatched = true;
+        return false;
+      }
     }
+    this.#units.push(unit);
     return true;
   }
 

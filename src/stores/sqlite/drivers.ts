@@ -21,9 +21,11 @@ export interface OpenTransaction {
   run(sql: string, params: readonly Param[]): Promise<void>;
   /**
    * COMMIT, once the inbox's savepoint is still there (else the handler ended the transaction):
-   * rejects, after rolling back, when the transaction did not commit. Gives the turn back.
+   * rejects, after rolling back, when the transaction did not commit. Gives the turn back. A
+   * COMMIT that must wait for readers (a rollback journal) is tried again until `deadline` (ms
+   * since the epoch), then rejects with `expired()`.
    */
-  commit(): Promise<void>;
+  commit(deadline: number, expired: () => unknown): Promise<void>;
   /** Rolls back. Never rejects. Gives the turn back. */
   rollback(): Promise<void>;
 }
@@ -90,7 +92,7 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
     }
     return prepared;
   };
-  const lock = () => lockNow(connection, statement("pragma busy_timeout").all()[0]);
+  const busyTimeout = () => busyTimeoutOf(statement("pragma busy_timeout").all()[0]);
   const rollback = () => {
     try {
       connection.exec("rollback");
@@ -102,8 +104,15 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
   return {
     async begin(deadline, expired) {
       const free = await turns.take(deadline, expired);
+      // The app's own busy_timeout, read once, and put back after each statement run without it.
+      let previous: number;
       try {
-        await untilLocked(lock, deadline, expired);
+        previous = busyTimeout();
+        await untilLocked(
+          () => withoutWaiting(connection, previous, `begin immediate; savepoint ${MARK}`),
+          deadline,
+          expired,
+        );
       } catch (error) {
         free();
         throw error;
@@ -117,7 +126,7 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
         tx: db,
         query: async (sql, params) => statement(sql).all(...params),
         run: async (sql, params) => void statement(sql).run(...params),
-        async commit() {
+        async commit(commitBy, expired) {
           if (ended) throw new Error("flag-webhooks: the inbox's transaction has already ended");
           try {
             try {
@@ -125,9 +134,11 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
             } catch (error) {
               throw handlerEnded(error);
             }
-            // A COMMIT that fails (SQLITE_BUSY on a rollback journal that readers hold, a full
-            // disk) leaves the transaction open: it is rolled back, and the delivery is not handled.
-            connection.exec("commit");
+            // On a rollback journal COMMIT waits for the readers of the file: without the
+            // busy_timeout, which would wait with the event loop stopped, and again after pauses
+            // (a failed COMMIT leaves the transaction open, to try again). One that still fails
+            // (the readers stay, a full disk) is rolled back, and the delivery is not handled.
+            await untilLocked(() => withoutWaiting(connection, previous, "commit"), commitBy, expired);
           } catch (error) {
             rollback();
             throw error;
@@ -145,20 +156,24 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
   };
 }
 
+/** The busy_timeout in the row `pragma busy_timeout` gave, as each driver names its column. */
+function busyTimeoutOf(current: SqliteRow | undefined): number {
+  return Math.max(0, Math.floor(Number(current?.timeout ?? Object.values(current ?? {})[0] ?? 0)));
+}
+
 /**
- * BEGIN IMMEDIATE and the inbox's savepoint, with the connection's busy_timeout at 0, so a lock
- * held elsewhere fails at once (and is waited for in untilLocked); the app's own busy_timeout
- * (`current`, the row `pragma busy_timeout` gave) is put back at once.
+ * Runs `sql` (BEGIN IMMEDIATE, COMMIT) with the connection's busy_timeout at 0, so a lock held
+ * elsewhere fails at once (and is waited for in untilLocked, the event loop free); the app's own
+ * busy_timeout (`previous`) is put back at once.
  */
-function lockNow(connection: SyncShape, current: SqliteRow | undefined): void {
-  const previous = Math.max(0, Math.floor(Number(current?.timeout ?? Object.values(current ?? {})[0] ?? 0)));
+function withoutWaiting(connection: SyncShape, previous: number, sql: string): void {
   if (previous === 0) {
-    connection.exec(`begin immediate; savepoint ${MARK}`);
+    connection.exec(sql);
     return;
   }
   connection.exec("pragma busy_timeout = 0");
   try {
-    connection.exec(`begin immediate; savepoint ${MARK}`);
+    connection.exec(sql);
   } finally {
     connection.exec(`pragma busy_timeout = ${previous}`);
   }

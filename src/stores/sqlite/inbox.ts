@@ -214,7 +214,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
       throw inProgress(event.id);
     }
     const unit: Enlisted = {
-      commit: () => this.#bounded(open.commit()),
+      commit: () => this.#commit(open),
       rollback: () => open.rollback(),
       retention: this.#retention,
     };
@@ -299,8 +299,13 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
       await open.rollback();
       throw error;
     }
-    await open.commit();
+    await this.#commit(open);
     return value;
+  }
+
+  #commit(open: OpenTransaction): Promise<void> {
+    const expired = () => new Error(`SQLite did not let the inbox commit within ${this.#timeout} ms`);
+    return this.#bounded(open.commit(Date.now() + this.#timeout, expired));
   }
 
   /** One write on its own, in a transaction of its own where the database has them. */

@@ -1,0 +1,119 @@
+import { createServer, type Server } from "node:http";
+import { type AddressInfo, connect } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import express from "express";
+import { MemoryDedupeStore } from "flag-webhooks";
+import { webhookMiddleware } from "flag-webhooks/express";
+import { createEvent, signedDelivery } from "flag-webhooks/testing";
+import { afterEach, describe, expect, it } from "vitest";
+
+// A client that hangs up while routes still work on pipelined deliveries of one keep-alive
+// connection: each route's claim stands until it ends its answer, so the sender's retry meanwhile
+// gets 409, and each event's route runs once.
+
+const SECRET = "whsec-attack-hang-up";
+const servers: Server[] = [];
+afterEach(async () => {
+  await Promise.all(
+    servers.splice(0).map((server) => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(resolve));
+    }),
+  );
+});
+
+async function serve(server: Server): Promise<number> {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  servers.push(server);
+  return (server.address() as AddressInfo).port;
+}
+
+type Signed = { body: string; headers: Record<string, string> };
+
+function raw(d: Signed): string {
+  const head = Object.entries(d.headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join("");
+  return `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
+}
+
+async function attempt(port: number, d: Signed): Promise<number> {
+  const response = await fetch(`http://127.0.0.1:${port}/webhooks`, { method: "POST", body: d.body, headers: d.headers });
+  await response.arrayBuffer();
+  return response.status;
+}
+
+describe("Express without onEvent: pipelined deliveries, the client hangs up while both routes work", () => {
+  it.each([
+    ["resets the connection", "reset"],
+    ["half-closes, then closes", "end"],
+  ] as const)("the client %s: retries get 409 meanwhile, each event runs once", async (_name, how) => {
+    const runs = new Map<string, number>();
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      async (req, res) => {
+        const id = req.webhookEvent?.id ?? "?";
+        runs.set(id, (runs.get(id) ?? 0) + 1);
+        res.status(200).write("working");
+        await sleep(600);
+        res.end();
+      },
+    );
+    const port = await serve(createServer(app));
+    const [a, b] = [createEvent("flag.updated"), createEvent("flag.updated")];
+    const da = await signedDelivery({ secret: SECRET, event: a });
+    const db = await signedDelivery({ secret: SECRET, event: b });
+    const socket = connect(port, "127.0.0.1");
+    socket.on("error", () => {});
+    socket.write(raw(da) + raw(db));
+    await sleep(150);
+    if (how === "reset") socket.resetAndDestroy();
+    else {
+      socket.end();
+      await sleep(20);
+      socket.destroy();
+    }
+    await sleep(50);
+    const retries = [await attempt(port, da), await attempt(port, db)];
+    await sleep(700);
+    const later = [await attempt(port, da), await attempt(port, db)];
+    expect([retries, later, runs.get(a.id), runs.get(b.id)]).toEqual([[409, 409], [204, 204], 1, 1]);
+  });
+});
+
+describe("Express without onEvent: the client hangs up, then the route fails after beginning a 2xx (next(err))", () => {
+  // Fails: once the client has left, Express's final handler has nothing left to cut (it destroys
+  // the socket, already closed, and never touches res), so nothing tells the watch that the route
+  // ended: its claim stands until inFlightTtl (60 s by default), and the sender's retries get 409
+  // meanwhile instead of running the handler again. Never a second run at once (the claim is
+  // safe), only a delay; telling it apart needs a sign of the route's end that Express does not give.
+  it.fails("the claim is released once the route failed: the retry runs it again, not 409", async () => {
+    let runs = 0;
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, onError: () => {}, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      (_req, res, next) => {
+        runs++;
+        if (runs > 1) {
+          res.sendStatus(204);
+          return;
+        }
+        res.status(200).write("partial");
+        setTimeout(() => next(new Error("failed mid-answer")), 100);
+      },
+    );
+    const port = await serve(createServer(app));
+    const d = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    const socket = connect(port, "127.0.0.1");
+    socket.on("error", () => {});
+    socket.write(raw(d));
+    await sleep(50);
+    socket.destroy();
+    await sleep(200);
+    const retry = await attempt(port, d);
+    expect([retry, runs]).toEqual([204, 2]);
+  });
+});
