@@ -184,8 +184,9 @@ class AnswerWatch {
   /**
    * The connection closed before the answer ended. Cut by the server's own code after the answer
    * began: that answer is cut, and the route finished with it. Closed by the client, or cut by
-   * Node for idling past its timeout: the handler still works (a route writing a long answer goes on), and its claim stands until it ends it;
-   * but a route may never answer a client that is gone, so the delivery's record ends.
+   * Node for idling past its timeout: the handler still works (a route writing a long answer goes
+   * on), and its claim stands until it ends it; but a route may never answer a client that is
+   * gone, so the delivery's record ends.
    */
   readonly closed = (): void => {
     if (this.#over) return;

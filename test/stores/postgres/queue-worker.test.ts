@@ -2,14 +2,14 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import express from "express";
-import { type WebhookEvent, WebhookError } from "flag-webhooks";
+import type { WebhookError, WebhookEvent } from "flag-webhooks";
 import { webhookMiddleware } from "flag-webhooks/express";
 import { PostgresInbox } from "flag-webhooks/postgres";
 import { createEvent, signedDelivery } from "flag-webhooks/testing";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type TestDatabase, testDatabase } from "../support/postgres-database.js";
-import { postgresAvailability } from "../support/postgres-server.js";
+import { type TestDatabase, testDatabase } from "../../support/postgres-database.js";
+import { postgresAvailability } from "../../support/postgres-server.js";
 
 // The Postgres inbox's handle(fn): called by a queue worker (no receiver), or under a receiver
 // whose onEvent answered 2xx before running it. Its transaction always ends (committed once, or
@@ -118,41 +118,44 @@ describe.runIf(availability.available)("PostgresInbox.handle(fn) by a queue work
   });
 });
 
-describe.runIf(availability.available)("Express onEvent that answers 200 on res before the Postgres inbox's handler", () => {
-  it("commits the effect, and the connection goes back to the pool (no transaction left open)", async () => {
-    const made = pool(1);
-    const inbox = new PostgresInbox(made, { scope: "answer-first" });
-    const handle = inbox.handle(async (event: WebhookEvent, tx) => {
-      await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+describe.runIf(availability.available)(
+  "Express onEvent that answers 200 on res before the Postgres inbox's handler",
+  () => {
+    it("commits the effect, and the connection goes back to the pool (no transaction left open)", async () => {
+      const made = pool(1);
+      const inbox = new PostgresInbox(made, { scope: "answer-first" });
+      const handle = inbox.handle(async (event: WebhookEvent, tx) => {
+        await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+      });
+      const app = express();
+      app.post(
+        "/webhooks",
+        webhookMiddleware<express.Request, express.Response>({
+          secret: SECRET,
+          onError: () => {},
+          onEvent: async (event, _req, res) => {
+            res.status(200).send("ok");
+            await sleep(20);
+            return handle(event);
+          },
+        }),
+      );
+      const server = createServer(app);
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      servers.push(server);
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
+      const ids: string[] = [];
+      for (let i = 0; i < 2; i++) {
+        const event = createEvent("flag.updated");
+        ids.push(event.id);
+        const d = await signedDelivery({ secret: SECRET, event });
+        const response = await fetch(url, { method: "POST", body: d.body, headers: d.headers });
+        expect(response.status).toBe(200);
+        await sleep(200);
+      }
+      expect([await effects(ids[0] as string), await effects(ids[1] as string), await openTransactions()]).toEqual([
+        1, 1, 0,
+      ]);
     });
-    const app = express();
-    app.post(
-      "/webhooks",
-      webhookMiddleware<express.Request, express.Response>({
-        secret: SECRET,
-        onError: () => {},
-        onEvent: async (event, _req, res) => {
-          res.status(200).send("ok");
-          await sleep(20);
-          return handle(event);
-        },
-      }),
-    );
-    const server = createServer(app);
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    servers.push(server);
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
-    const ids: string[] = [];
-    for (let i = 0; i < 2; i++) {
-      const event = createEvent("flag.updated");
-      ids.push(event.id);
-      const d = await signedDelivery({ secret: SECRET, event });
-      const response = await fetch(url, { method: "POST", body: d.body, headers: d.headers });
-      expect(response.status).toBe(200);
-      await sleep(200);
-    }
-    expect([await effects(ids[0] as string), await effects(ids[1] as string), await openTransactions()]).toEqual([
-      1, 1, 0,
-    ]);
-  });
-});
+  },
+);

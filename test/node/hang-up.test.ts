@@ -38,7 +38,11 @@ function raw(d: Signed): string {
 }
 
 async function attempt(port: number, d: Signed): Promise<number> {
-  const response = await fetch(`http://127.0.0.1:${port}/webhooks`, { method: "POST", body: d.body, headers: d.headers });
+  const response = await fetch(`http://127.0.0.1:${port}/webhooks`, {
+    method: "POST",
+    body: d.body,
+    headers: d.headers,
+  });
   await response.arrayBuffer();
   return response.status;
 }

@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
-import { type WebhookEvent, WebhookError } from "flag-webhooks";
+import { WebhookError, type WebhookEvent } from "flag-webhooks";
 import { SqliteInbox } from "flag-webhooks/sqlite";
 import { createEvent } from "flag-webhooks/testing";
 import { afterEach, describe, expect, it } from "vitest";
-import { databaseFile } from "../support/sqlite.js";
+import { databaseFile } from "../../support/sqlite.js";
 
 // inbox.handle(fn) called directly, with no receiver delivering the event (a queue worker): the
 // inbox commits when fn resolves and rolls back when it throws or when COMMIT fails, never leaving

@@ -13,14 +13,14 @@ import { SqliteInbox } from "flag-webhooks/sqlite";
 import { createEvent, signedDelivery } from "flag-webhooks/testing";
 import Koa from "koa";
 import { afterEach, describe, expect, it } from "vitest";
-import { databaseFile } from "../support/sqlite.js";
+import { databaseFile } from "../../support/sqlite.js";
 
 // The client hangs up while onEvent (an SQLite inbox's handler, with and without a dedupe store)
 // still works: a retry meanwhile is 409 or waits its turn, never a second run; once the handler
 // ends, its effect is committed exactly once and the inbox is free for the next delivery.
 
 const SECRET = "whsec-attack-hang-up-inbox";
-const closers: (() => Promise<unknown> | void)[] = [];
+const closers: (() => Promise<unknown> | undefined)[] = [];
 afterEach(async () => {
   for (const close of closers.splice(0)) await close();
 });
