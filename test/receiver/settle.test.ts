@@ -235,3 +235,30 @@ describe("dedupe.ttl covers the replay window on every receiver of a fleet", () 
     ).toThrow(/shorter than maxAge plus twice the 60 s clock-skew allowance/);
   });
 });
+
+describe("a handler that threw while the answer on the wire is 2xx", () => {
+  it("Koa, an outer error handler that answers 200 anyway: not handled; the 2xx is replaced by the error's 500, the claim released, and the retry runs it again", async () => {
+    const store = new MemoryDedupeStore();
+    let runs = 0;
+    const app = new Koa();
+    app.use(async (ctx, next) => {
+      try {
+        await next();
+      } catch {
+        // An app that swallows errors and still answers 200: the sender sees a 2xx.
+        ctx.status = 200;
+        ctx.body = "ok anyway";
+      }
+    });
+    app.use(koaMiddleware({ secret: SECRET, dedupe: { store, ttl: "1h" } }));
+    app.use(() => {
+      runs++;
+      throw new Error("the handler failed");
+    });
+    const url = await serve(createServer(app.callback()));
+    const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    expect(await attempt(url, delivery)).toBe(500);
+    expect(await attempt(url, delivery)).toBe(500);
+    expect(runs).toBe(2);
+  });
+});
