@@ -303,9 +303,14 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
     return value;
   }
 
+  /**
+   * COMMIT within the inbox's timeout. The driver stops trying at that deadline and rolls back, so
+   * the call rejects only once the transaction is over: a 503 never leaves while the COMMIT might
+   * still land. The bound a moment later is for a COMMIT that never answers (a remote libSQL).
+   */
   #commit(open: OpenTransaction): Promise<void> {
     const expired = () => new Error(`SQLite did not let the inbox commit within ${this.#timeout} ms`);
-    return this.#bounded(open.commit(Date.now() + this.#timeout, expired));
+    return withTimeout(open.commit(Date.now() + this.#timeout, expired), this.#timeout + COMMIT_GRACE, expired);
   }
 
   /** One write on its own, in a transaction of its own where the database has them. */
@@ -331,6 +336,9 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
     return withTimeout(work, this.#timeout, () => new Error(`SQLite did not answer within ${this.#timeout} ms`));
   }
 }
+
+/** How long past its deadline a COMMIT may take to give up and roll back before the call rejects anyway. */
+const COMMIT_GRACE = 1000;
 
 function inProgress(id: string): WebhookError {
   return new WebhookError("delivery_in_progress", `event ${id} is being handled by another delivery; retry later`);
