@@ -5,27 +5,19 @@ import express from "express";
 import { MemoryDedupeStore } from "flag-webhooks";
 import { webhookMiddleware } from "flag-webhooks/express";
 import { createEvent, signedDelivery } from "flag-webhooks/testing";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { attempt, serverPerTest, urlOf } from "../support/http.js";
 
 // A client that hangs up while routes still work on pipelined deliveries of one keep-alive
 // connection: each route's claim stands until it ends its answer, so the sender's retry meanwhile
 // gets 409, and each event's route runs once.
 
 const SECRET = "whsec-attack-hang-up";
-const servers: Server[] = [];
-afterEach(async () => {
-  await Promise.all(
-    servers.splice(0).map((server) => {
-      server.closeAllConnections();
-      return new Promise((resolve) => server.close(resolve));
-    }),
-  );
-});
-
-async function serve(server: Server): Promise<number> {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  servers.push(server);
-  return (server.address() as AddressInfo).port;
+const listenPerTest = serverPerTest();
+/** Listens for the test: the port, for raw pipelined requests, and the URL, for retries. */
+async function serve(server: Server): Promise<{ port: number; url: string }> {
+  const listening = await listenPerTest(server);
+  return { port: (listening.address() as AddressInfo).port, url: urlOf(listening) };
 }
 
 type Signed = { body: string; headers: Record<string, string> };
@@ -35,16 +27,6 @@ function raw(d: Signed): string {
     .map(([name, value]) => `${name}: ${value}\r\n`)
     .join("");
   return `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
-}
-
-async function attempt(port: number, d: Signed): Promise<number> {
-  const response = await fetch(`http://127.0.0.1:${port}/webhooks`, {
-    method: "POST",
-    body: d.body,
-    headers: d.headers,
-  });
-  await response.arrayBuffer();
-  return response.status;
 }
 
 describe("Express without onEvent: pipelined deliveries, the client hangs up while both routes work", () => {
@@ -65,7 +47,7 @@ describe("Express without onEvent: pipelined deliveries, the client hangs up whi
         res.end();
       },
     );
-    const port = await serve(createServer(app));
+    const { port, url } = await serve(createServer(app));
     const [a, b] = [createEvent("flag.updated"), createEvent("flag.updated")];
     const da = await signedDelivery({ secret: SECRET, event: a });
     const db = await signedDelivery({ secret: SECRET, event: b });
@@ -80,9 +62,9 @@ describe("Express without onEvent: pipelined deliveries, the client hangs up whi
       socket.destroy();
     }
     await sleep(50);
-    const retries = [await attempt(port, da), await attempt(port, db)];
+    const retries = [await attempt(url, da), await attempt(url, db)];
     await sleep(700);
-    const later = [await attempt(port, da), await attempt(port, db)];
+    const later = [await attempt(url, da), await attempt(url, db)];
     expect([retries, later, runs.get(a.id), runs.get(b.id)]).toEqual([[409, 409], [204, 204], 1, 1]);
   });
 });
@@ -109,7 +91,7 @@ describe("Express without onEvent: the client hangs up, then the route fails aft
         setTimeout(() => next(new Error("failed mid-answer")), 100);
       },
     );
-    const port = await serve(createServer(app));
+    const { port, url } = await serve(createServer(app));
     const d = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
     const socket = connect(port, "127.0.0.1");
     socket.on("error", () => {});
@@ -117,7 +99,7 @@ describe("Express without onEvent: the client hangs up, then the route fails aft
     await sleep(50);
     socket.destroy();
     await sleep(200);
-    const retry = await attempt(port, d);
+    const retry = await attempt(url, d);
     expect([retry, runs]).toEqual([204, 2]);
   });
 });

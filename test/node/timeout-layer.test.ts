@@ -9,51 +9,16 @@ import { webhookPlugin } from "flag-webhooks/fastify";
 import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
 import { createEvent, signedDelivery } from "flag-webhooks/testing";
 import Koa from "koa";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
+import { runCounter } from "../support/handler-runs.js";
+import { attempt, serverPerTest, urlOf } from "../support/http.js";
 
 // A response-timeout layer in front of an Express route without onEvent: the route is the handler,
 // and a retry sent while it still works must get 409, never a second run at once.
 
 const SECRET = "whsec-attack-timeout";
-const servers: Server[] = [];
-afterEach(async () => {
-  await Promise.all(
-    servers.splice(0).map((server) => {
-      server.closeAllConnections();
-      return new Promise((resolve) => server.close(resolve));
-    }),
-  );
-});
-
-async function serve(server: Server): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  servers.push(server);
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
-}
-
-async function attempt(url: string, delivery: { body: string; headers: Record<string, string> }): Promise<number> {
-  try {
-    const response = await fetch(url, { method: "POST", body: delivery.body, headers: delivery.headers });
-    await response.arrayBuffer();
-    return response.status;
-  } catch {
-    return 0;
-  }
-}
-
-function counter() {
-  const count = { runs: 0, running: 0, most: 0 };
-  return {
-    count,
-    async work(ms: number) {
-      count.runs++;
-      count.running++;
-      count.most = Math.max(count.most, count.running);
-      await sleep(ms);
-      count.running--;
-    },
-  };
-}
+const listenPerTest = serverPerTest();
+const serve = async (server: Server) => urlOf(await listenPerTest(server));
 
 /** A connect-timeout style layer: answers 503 after `ms` unless the answer began. */
 function timeoutLayer(ms: number): express.RequestHandler {
@@ -73,7 +38,7 @@ describe("Express without onEvent, a response-timeout layer answers 503 while th
   // route's own function returns, so the fix is onEvent (whose end is known) or a layer that
   // never answers for the route; docs/delivery.md says so.
   it.fails("a layer after the middleware: a retry during the route gets 409, one run at a time", async () => {
-    const { count, work } = counter();
+    const { count, work } = runCounter();
     const app = express();
     app.post(
       "/webhooks",
@@ -93,7 +58,7 @@ describe("Express without onEvent, a response-timeout layer answers 503 while th
   });
 
   it("res.setTimeout cuts the socket while the route streams a 2xx: a retry during the route gets 409, one run at a time", async () => {
-    const { count, work } = counter();
+    const { count, work } = runCounter();
     const app = express();
     app.post(
       "/webhooks",
@@ -127,7 +92,7 @@ describe("Node's own server timeouts while an Express route (no onEvent) streams
       },
     ],
   ] as const)("%s: a retry during the route gets 409; the event handled once", async (_name, configure) => {
-    const { count, work } = counter();
+    const { count, work } = runCounter();
     const app = express();
     app.post(
       "/webhooks",
@@ -154,7 +119,7 @@ describe("Node's own server timeouts while an Express route (no onEvent) streams
 
 describe("the handler's end is known: a response-timeout layer's 503 leaves the claim standing until it ends", () => {
   it("Koa without onEvent (the middleware after it is the handler), the layer outside: 503, then 409, one run", async () => {
-    const { count, work } = counter();
+    const { count, work } = runCounter();
     const app = new Koa();
     app.use(async (ctx, next) => {
       await Promise.race([
@@ -182,7 +147,7 @@ describe("the handler's end is known: a response-timeout layer's 503 leaves the 
   });
 
   it("Fastify onEvent, an onRequest hook that answers 503 on a timer: 503, then 409, one run", async () => {
-    const { count, work } = counter();
+    const { count, work } = runCounter();
     const app = Fastify();
     app.addHook("onRequest", (_request, reply, done) => {
       const timer = setTimeout(() => {
@@ -198,7 +163,7 @@ describe("the handler's end is known: a response-timeout layer's 503 leaves the 
       onEvent: () => work(600),
     });
     await app.listen({ port: 0, host: "127.0.0.1" });
-    servers.push(app.server);
+    onTestFinished(() => app.close());
     const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/webhooks`;
     const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
     const first = await attempt(url, delivery);

@@ -1,5 +1,4 @@
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import express from "express";
 import { MemoryDedupeStore, type Telemetry } from "flag-webhooks";
@@ -8,49 +7,17 @@ import { webhookHandler } from "flag-webhooks/fetch";
 import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
 import { createEvent, signedDelivery, signedRequest } from "flag-webhooks/testing";
 import Koa from "koa";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { runCounter } from "../support/handler-runs.js";
+import { attempt, serverPerTest, urlOf } from "../support/http.js";
 
 // The receiver's one decision: a delivery is handled when its handler finished and its final
 // answer is 2xx, decided once both are known. A claim is never released while the handler runs,
 // whoever answered meanwhile (a response-timeout layer), and an answer cut mid-way settles too.
 
 const SECRET = "whsec-settle";
-const servers: Server[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
-});
-
-async function serve(server: Server): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  servers.push(server);
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
-}
-
-/** One attempt of a sender: the status, or 0 when the connection broke. */
-async function attempt(url: string, delivery: { body: string; headers: Record<string, string> }): Promise<number> {
-  try {
-    const response = await fetch(url, { method: "POST", body: delivery.body, headers: delivery.headers });
-    await response.arrayBuffer();
-    return response.status;
-  } catch {
-    return 0;
-  }
-}
-
-/** Counts a handler's runs, and the most that ran at once. */
-function counter() {
-  const count = { runs: 0, running: 0, most: 0 };
-  return {
-    count,
-    async work(ms: number) {
-      count.runs++;
-      count.running++;
-      count.most = Math.max(count.most, count.running);
-      await sleep(ms);
-      count.running--;
-    },
-  };
-}
+const listenPerTest = serverPerTest();
+const serve = async (server: Server) => urlOf(await listenPerTest(server));
 
 /** A sender that retries every `every` ms for `during` ms whatever it was answered, as a storm of retries would. */
 async function storm(url: string, during: number, every: number): Promise<number[]> {
@@ -66,7 +33,7 @@ async function storm(url: string, during: number, every: number): Promise<number
 
 describe("a response-timeout layer answers 503 while the handler still runs", () => {
   it("Express (a connect-timeout style layer before the middleware): never a second, concurrent run; copies get 409 meanwhile", async () => {
-    const { count, work } = counter();
+    const { count, work } = runCounter();
     const app = express();
     app.use((_req, res, next) => {
       const timer = setTimeout(() => {
@@ -91,7 +58,7 @@ describe("a response-timeout layer answers 503 while the handler still runs", ()
   });
 
   it("Koa (a koa-timeout style layer outside the middleware): never a second, concurrent run; copies get 409 meanwhile", async () => {
-    const { count, work } = counter();
+    const { count, work } = runCounter();
     const app = new Koa();
     app.use(async (ctx, next) => {
       await Promise.race([

@@ -120,3 +120,17 @@ export async function post(
     code,
   };
 }
+
+/** One attempt of a sender: the status of the answer, read whole, or 0 when the connection broke. */
+export async function attempt(
+  url: string,
+  delivery: { body: string; headers: Record<string, string> },
+): Promise<number> {
+  try {
+    const response = await fetch(url, { method: "POST", body: delivery.body, headers: delivery.headers });
+    await response.arrayBuffer();
+    return response.status;
+  } catch {
+    return 0;
+  }
+}
