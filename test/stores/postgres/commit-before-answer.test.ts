@@ -12,10 +12,10 @@ import { webhookHandler as lambdaHandler } from "flag-webhooks/lambda";
 import { PostgresInbox } from "flag-webhooks/postgres";
 import { createEvent, signedDelivery, signedRequest } from "flag-webhooks/testing";
 import Koa from "koa";
-import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type pg from "pg";
+import { afterEach, describe, expect, it } from "vitest";
 import { expressServer } from "../../support/express.js";
-import { type TestDatabase, testDatabase } from "../../support/postgres-database.js";
+import { effectsDatabase } from "../../support/postgres-effects.js";
 import { postgresAvailability } from "../../support/postgres-server.js";
 
 // The inbox's writes commit exactly when the receiver answers 2xx, and before that 2xx leaves:
@@ -26,45 +26,12 @@ import { postgresAvailability } from "../../support/postgres-server.js";
 const availability = postgresAvailability();
 const SECRET = "whsec-commit-before-answer";
 
-let db: TestDatabase;
-let admin: pg.Pool;
-const pools: pg.Pool[] = [];
+const database = effectsDatabase(availability.available);
+const { pool, effects, openTransactions } = database;
 const servers: { close(): unknown }[] = [];
-
-function pool(max = 10): pg.Pool {
-  const made = new pg.Pool({ connectionString: db.url, max });
-  pools.push(made);
-  return made;
-}
-
-beforeAll(async () => {
-  if (!availability.available) return;
-  db = await testDatabase();
-  admin = new pg.Pool({ connectionString: db.url, max: 4 });
-  await new PostgresInbox(admin, { scope: "setup" }).migrate();
-  await admin.query(`
-    create table effects (event_id text not null);
-    create table parents (id text primary key);
-    create table children (parent_id text references parents (id) deferrable initially deferred)`);
-});
 afterEach(async () => {
   await Promise.all(servers.splice(0).map((server) => server.close()));
 });
-afterAll(async () => {
-  await Promise.all(pools.map((made) => made.end()));
-  await admin?.end();
-  await db?.close();
-});
-
-async function effects(id: string): Promise<number> {
-  return Number((await admin.query("select count(*) from effects where event_id = $1", [id])).rows[0].count);
-}
-async function openTransactions(): Promise<number> {
-  const { rows } = await admin.query(
-    "select count(*) from pg_stat_activity where state like 'idle in transaction%' and datname = current_database()",
-  );
-  return Number(rows[0].count);
-}
 
 /** A signed copy of one event: every call signs the same event, as a sender's retries do. */
 function copies(event = createEvent("flag.updated")) {
@@ -325,8 +292,7 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
 
   it("a handler that also queries the pool it runs in never wedges the receiver, under pg's default of waiting for ever for a connection", async () => {
     // Four connections for eight concurrent deliveries, and a handler that needs one more.
-    const shared = new pg.Pool({ connectionString: db.url, max: 4 });
-    pools.push(shared);
+    const shared = pool(4);
     const inbox = new PostgresInbox(shared, { scope: "pool-wait", lockTimeout: 100, timeout: 300 });
     const url = await effectReceiver(
       inbox,
@@ -409,10 +375,10 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
     expect(runs).toBe(ids.length);
     // Stored as they are, character for character.
     for (const id of sql) {
-      const { rows } = await admin.query("select count(*) from flag_webhooks_inbox where scope = $1 and id = $2", [
-        "hostile-ids",
-        id,
-      ]);
+      const { rows } = await database.admin.query(
+        "select count(*) from flag_webhooks_inbox where scope = $1 and id = $2",
+        ["hostile-ids", id],
+      );
       expect(Number(rows[0].count), id).toBe(1);
     }
   });
@@ -422,7 +388,9 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
     const inbox = new PostgresInbox(pool(), { scope: "long-table", table });
     await inbox.migrate();
     await inbox.migrate();
-    const { rows } = await admin.query("select indexname, indexdef from pg_indexes where tablename = $1", [table]);
+    const { rows } = await database.admin.query("select indexname, indexdef from pg_indexes where tablename = $1", [
+      table,
+    ]);
     const expires = rows.filter((row) => /\(scope, expires_at\)/.test(row.indexdef));
     expect(expires).toHaveLength(1);
     expect(expires[0].indexname).toMatch(/^tx+_[0-9a-f]{8}_expires$/);
@@ -430,7 +398,7 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
     // A second long table whose name begins the same way gets an index of its own too.
     const other = `${table.slice(0, 62)}y`;
     await new PostgresInbox(pool(), { scope: "long-table", table: other }).migrate();
-    const both = await admin.query("select count(*) from pg_indexes where indexname like '%\\_expires'");
+    const both = await database.admin.query("select count(*) from pg_indexes where indexname like '%\\_expires'");
     expect(Number(both.rows[0].count)).toBeGreaterThanOrEqual(3);
     await expect(inbox.prune()).resolves.toBe(0);
   });

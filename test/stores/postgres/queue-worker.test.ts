@@ -6,9 +6,8 @@ import type { WebhookError, WebhookEvent } from "flag-webhooks";
 import { webhookMiddleware } from "flag-webhooks/express";
 import { PostgresInbox } from "flag-webhooks/postgres";
 import { createEvent, signedDelivery } from "flag-webhooks/testing";
-import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type TestDatabase, testDatabase } from "../../support/postgres-database.js";
+import { afterEach, describe, expect, it } from "vitest";
+import { effectsDatabase } from "../../support/postgres-effects.js";
 import { postgresAvailability } from "../../support/postgres-server.js";
 
 // The Postgres inbox's handle(fn): called by a queue worker (no receiver), or under a receiver
@@ -17,26 +16,9 @@ import { postgresAvailability } from "../../support/postgres-server.js";
 
 const availability = postgresAvailability();
 const SECRET = "whsec-attack-postgres";
-let db: TestDatabase;
-let admin: pg.Pool;
-const pools: pg.Pool[] = [];
+const database = effectsDatabase(availability.available);
+const { pool, effects, openTransactions } = database;
 const servers: Server[] = [];
-
-function pool(max = 4): pg.Pool {
-  const made = new pg.Pool({ connectionString: db.url, max });
-  pools.push(made);
-  return made;
-}
-
-beforeAll(async () => {
-  db = await testDatabase();
-  admin = new pg.Pool({ connectionString: db.url, max: 2 });
-  await new PostgresInbox(admin, { scope: "setup" }).migrate();
-  await admin.query(`
-    create table effects (event_id text not null);
-    create table parents (id text primary key);
-    create table children (parent_id text references parents (id) deferrable initially deferred)`);
-}, 60_000);
 afterEach(async () => {
   await Promise.all(
     servers.splice(0).map((server) => {
@@ -45,21 +27,6 @@ afterEach(async () => {
     }),
   );
 });
-afterAll(async () => {
-  await Promise.all(pools.map((made) => made.end()));
-  await admin?.end();
-  await db?.close();
-});
-
-async function effects(id: string): Promise<number> {
-  return Number((await admin.query("select count(*) from effects where event_id = $1", [id])).rows[0].count);
-}
-async function openTransactions(): Promise<number> {
-  const { rows } = await admin.query(
-    "select count(*) from pg_stat_activity where state like 'idle in transaction%' and datname = current_database()",
-  );
-  return Number(rows[0].count);
-}
 
 describe.runIf(availability.available)("PostgresInbox.handle(fn) by a queue worker, no receiver", () => {
   it("the same event handled four times at once: one run, the others duplicates (or 409 while it runs), nothing left open", async () => {
