@@ -31,8 +31,8 @@ export {
   type VerifyOptions,
   verifySignature,
 } from "./signature.js";
-export type { ClaimResult, DedupeStore } from "./stores/contract.js";
-export { DUPLICATE_HEADER } from "./stores/enlist.js";
+export type { ClaimResult, DedupeStore } from "./store-contract/dedupe-store.js";
+export { DUPLICATE_HEADER } from "./store-contract/enlist.js";
 export { MemoryDedupeStore, type MemoryDedupeStoreOptions } from "./stores/memory.js";
 export { type RedisClientLike, RedisDedupeStore, type RedisDedupeStoreOptions } from "./stores/redis.js";
 export type { DeliveryTelemetry, QueueTelemetry, StoreOperation, Telemetry } from "./telemetry.js";

@@ -7,7 +7,7 @@ import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import type { WebhookReply } from "../receiver/options.js";
 import type { Secret } from "../signature.js";
-import { checkScope } from "../stores/keys.js";
+import { checkScope } from "../store-contract/keys.js";
 import type { QueueTelemetry } from "../telemetry.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
 import { withTimeout } from "../util/timeout.js";

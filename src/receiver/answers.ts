@@ -1,7 +1,7 @@
 // Every answer the receiver gives, in framework-neutral terms: refusals in the service's error
 // shape, the handler's own replies, duplicates. One status rule decides what counts as handled.
 import { toErrorBody, WebhookError, type WebhookErrorCode } from "../errors.js";
-import { DUPLICATE_HEADER } from "../stores/enlist.js";
+import { DUPLICATE_HEADER } from "../store-contract/enlist.js";
 import type { WebhookReply } from "./options.js";
 import type { Answer } from "./protocol.js";
 

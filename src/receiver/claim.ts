@@ -2,7 +2,7 @@
 // handled or release it once the receiver has decided. Every store call is bounded by
 // `dedupe.timeout`; the store's failures are reported, never thrown at the handler.
 import { WebhookError } from "../errors.js";
-import type { ClaimResult } from "../stores/contract.js";
+import type { ClaimResult } from "../store-contract/dedupe-store.js";
 import type { DeliveryTelemetry } from "../telemetry.js";
 import { isThenable } from "../util/thenable.js";
 import { withTimeout } from "../util/timeout.js";

@@ -1,7 +1,7 @@
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import type { Payload } from "../payload.js";
-import { delivering, isDuplicateReply } from "../stores/enlist.js";
+import { delivering, isDuplicateReply } from "../store-contract/enlist.js";
 import { andThen } from "../util/thenable.js";
 import { duplicateAnswer, errorResponse, isStatus, replyAnswer } from "./answers.js";
 import { checkBody, checkRequest } from "./checks.js";

@@ -6,7 +6,7 @@
 import { checkRetention } from "../delivery/replay-window.js";
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
-import type { Enlisted, Participation } from "../stores/enlist.js";
+import type { Enlisted, Participation } from "../store-contract/enlist.js";
 import type { DeliveryTelemetry } from "../telemetry.js";
 import { errorResponse, isSuccess } from "./answers.js";
 import { type Claim, since } from "./claim.js";

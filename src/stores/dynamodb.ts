@@ -8,9 +8,9 @@ import {
   GetItemCommand,
   PutItemCommand,
 } from "@aws-sdk/client-dynamodb";
+import type { ClaimResult, DedupeStore } from "../store-contract/dedupe-store.js";
+import { checkScope, claimToken, scopedKey } from "../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
-import type { ClaimResult, DedupeStore } from "./contract.js";
-import { checkScope, claimToken, scopedKey } from "./keys.js";
 
 /**
  * The dedupe table, in the words CloudFormation (`AWS::DynamoDB::Table` properties, so SAM too)

@@ -1,6 +1,6 @@
+import type { ClaimResult, DedupeStore } from "../store-contract/dedupe-store.js";
+import { checkScope } from "../store-contract/keys.js";
 import { isFiniteNumber } from "../util/finite.js";
-import type { ClaimResult, DedupeStore } from "./contract.js";
-import { checkScope } from "./keys.js";
 
 /** Options of {@link MemoryDedupeStore}. */
 export interface MemoryDedupeStoreOptions {

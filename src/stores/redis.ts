@@ -1,8 +1,8 @@
 import { WebhookError } from "../errors.js";
+import type { ClaimResult, DedupeStore } from "../store-contract/dedupe-store.js";
+import { checkScope, claimToken, storedId } from "../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
 import { withTimeout } from "../util/timeout.js";
-import type { ClaimResult, DedupeStore } from "./contract.js";
-import { checkScope, claimToken, storedId } from "./keys.js";
 
 /**
  * The part of a Redis client the store uses: ioredis (v5, v6) has `call`, node-redis (v4 and

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 
 // The stores' key rules restated from their documented words, for the tests that hold src/ to
-// them (test/stores/keys.test.ts, durable-object.test.ts, durable-object-keys.test.ts): one
+// them (test/store-contract/keys.test.ts, durable-object.test.ts, durable-object-keys.test.ts): one
 // restatement, so that those tests cannot come to disagree on what the rule is.
 
 /** The SHA-256 of `bytes`, in lowercase hex. */

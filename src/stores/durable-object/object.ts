@@ -1,5 +1,5 @@
+import type { ClaimResult } from "../../store-contract/dedupe-store.js";
 import { isFiniteNumber } from "../../util/finite.js";
-import type { ClaimResult } from "../contract.js";
 
 // Structural types of the Workers runtime objects the object uses, so the package needs no
 // @cloudflare/workers-types at run time: the runtime's DurableObjectState is assignable to them

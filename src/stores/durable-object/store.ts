@@ -1,5 +1,5 @@
-import type { ClaimResult, DedupeStore } from "../contract.js";
-import { checkScope, claimToken, scopedKey } from "../keys.js";
+import type { ClaimResult, DedupeStore } from "../../store-contract/dedupe-store.js";
+import { checkScope, claimToken, scopedKey } from "../../store-contract/keys.js";
 import type { DedupeCommand } from "./object.js";
 
 /**

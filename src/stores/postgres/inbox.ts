@@ -3,11 +3,11 @@
 // handled (its final answer is 2xx), before that answer leaves.
 import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
+import type { ClaimResult, DedupeStore } from "../../store-contract/dedupe-store.js";
+import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../../store-contract/enlist.js";
+import { checkScope, claimToken, storedId } from "../../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
-import type { ClaimResult, DedupeStore } from "../contract.js";
-import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../enlist.js";
-import { checkScope, claimToken, storedId } from "../keys.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction } from "./drivers.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
 

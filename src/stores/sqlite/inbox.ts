@@ -5,11 +5,11 @@
 // COMMIT, in one batch with the id.
 import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
+import type { ClaimResult, DedupeStore } from "../../store-contract/dedupe-store.js";
+import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../../store-contract/enlist.js";
+import { checkScope, claimToken, storedId } from "../../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
-import type { ClaimResult, DedupeStore } from "../contract.js";
-import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../enlist.js";
-import { checkScope, claimToken, storedId } from "../keys.js";
 import { type BatchDriver, d1Driver, durableObjectDriver, isD1, isDurableObjectSql } from "./batch.js";
 import {
   asyncDriver,

@@ -4,7 +4,7 @@ import Database from "better-sqlite3";
 import type { WebhookEvent } from "flag-webhooks";
 import { SqliteInbox } from "flag-webhooks/sqlite";
 import { afterAll, describe, expect, it } from "vitest";
-import { storedId } from "../../../src/stores/keys.js";
+import { storedId } from "../../../src/store-contract/keys.js";
 import { closeReceivers } from "../../support/adapter-receivers.js";
 import { eventJson as body } from "../../support/deliveries.js";
 import { databaseFile, receiver } from "../../support/sqlite.js";

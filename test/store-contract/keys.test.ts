@@ -4,7 +4,7 @@ import { RedisDedupeStore } from "flag-webhooks";
 import { DynamoDBDedupeStore } from "flag-webhooks/dynamodb";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MAX_KEPT_ID_BYTES, storedId } from "../../src/stores/keys.js";
+import { MAX_KEPT_ID_BYTES, storedId } from "../../src/store-contract/keys.js";
 import { type Dynalite, startDynalite, stopDynalite } from "../support/dynalite.js";
 import { referenceStoredId, sha256 } from "../support/key-rules.js";
 import { type RedisServer, redisAvailability, startRedis, stopRedis } from "../support/redis-server.js";
