@@ -3,7 +3,7 @@ import type { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import { assertSecret, type Secret } from "../signature.js";
 import type { DedupeStore } from "../store-contract/dedupe-store.js";
-import { retentionOf } from "../store-contract/enlist.js";
+import { type Inbox, inboxOf } from "../store-contract/enlist.js";
 import type { Telemetry } from "../telemetry.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
 import { parseLimit } from "../util/limit.js";
@@ -133,6 +133,8 @@ export interface Settings<Context extends unknown[]> {
   bodyTimeout: number;
   dedupe: DedupeSettings | undefined;
   onEvent: ((event: WebhookEvent, ...context: Context) => unknown) | undefined;
+  /** The inbox `onEvent` is the handler of (`inbox.handle(fn)`), if it is one. */
+  inbox: Inbox | undefined;
   /** `onError`, or the default one-line log. */
   // biome-ignore lint/suspicious/noExplicitAny: called with the adapter's own context types after the error.
   onError: (error: unknown, ...context: any[]) => void;
@@ -168,8 +170,8 @@ export function checkOptions<Context extends unknown[]>(options: HandlerOptions<
   const maxAge = options.maxAge === undefined ? undefined : parseDuration(options.maxAge, "maxAge");
   // A store that keeps the handler's effects (an inbox's handle()) remembers ids for its own
   // retention, which must outlast the replay window as dedupe.ttl must.
-  const retention = retentionOf(onEvent);
-  if (retention !== undefined) checkRetention(retention, maxAge, "the inbox's retention");
+  const inbox = inboxOf(onEvent);
+  if (inbox) checkRetention(inbox.retention, maxAge, "the inbox's retention");
   return {
     secret,
     limit: parseLimit(options.limit),
@@ -180,6 +182,7 @@ export function checkOptions<Context extends unknown[]>(options: HandlerOptions<
         : parseDuration(options.bodyTimeout, "bodyTimeout", TIMER_MAX),
     dedupe: options.dedupe === undefined ? undefined : dedupeSettings(options.dedupe, maxAge),
     onEvent,
+    inbox,
     onError,
     onVerified,
     onRejected,

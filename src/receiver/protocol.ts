@@ -78,9 +78,10 @@ export interface AdapterHooks<Context extends unknown[]> {
    * For adapters whose answer goes out on a Node `ServerResponse`: watches it for the delivery,
    * holding a 2xx until `accepted.answered` resolves and telling the receiver the status actually
    * sent, whoever writes it (the core, the handler, the framework's error handler) and whenever.
-   * Called before the handler runs, for a delivery that has something to settle, or when a store
-   * first enlists in it. False when the answer had already ended then (the handler wrote it before
-   * the store enlisted, with nothing to hold it): it cannot wait for the store.
+   * Called before the handler runs, for a delivery that has something to settle (a claim, an
+   * inbox's own `onEvent`, a telemetry record); otherwise when an inbox that `onEvent` calls (a
+   * router's handler) first enlists. False when the answer had already ended then (the handler
+   * wrote it before that inbox enlisted, with nothing to hold it): it cannot wait for the store.
    */
   watch?(accepted: Accepted, ...context: Context): boolean;
 }

@@ -9,7 +9,7 @@ import { type Claim, claimEvent } from "./claim.js";
 import { checkOptions, type HandlerOptions, type Settings } from "./options.js";
 import type { AdapterHooks, Answer, Delivery, NativeReply, Receiver, ReturnHooks } from "./protocol.js";
 import { Reporter } from "./report.js";
-import { type Settlement, settlement } from "./settle.js";
+import { type Entry, type Settlement, settlement } from "./settle.js";
 import { recorder } from "./telemetry.js";
 
 /**
@@ -44,10 +44,18 @@ export function createReceiver<Context extends unknown[]>(
 
 /** The steps of a delivery, in the order they run. */
 class Pipeline<Context extends unknown[]> {
+  /** How a store joins a delivery whose answer is watched from the start. */
+  private readonly watched: Entry;
+  /** How a store joins one whose answer is not watched yet: the adapter's watch is attached then. */
+  private readonly unwatched: Entry;
+
   constructor(
     private readonly settings: Settings<Context>,
     private readonly hooks: AdapterHooks<Context>,
-  ) {}
+  ) {
+    this.watched = { maxAge: settings.maxAge, watch: undefined };
+    this.unwatched = { maxAge: settings.maxAge, watch: hooks.watch };
+  }
 
   /** What the receiver keeps of one delivery while it checks it: where to report, what to record. */
   begin(context: Context): Reporter {
@@ -129,11 +137,16 @@ class Pipeline<Context extends unknown[]> {
     );
   }
 
-  /** A delivery handed to its handler: an adapter that watches the wire watches it if there is anything to settle. */
+  /**
+   * A delivery handed to its handler: an adapter that watches the wire watches it from the start if
+   * there is anything to settle (a claim, an inbox's transaction, a record), and the receiver calls
+   * back into the adapter no more. Only an inbox called inside `onEvent` is found later.
+   */
   private accepted(event: WebhookEvent, claim: Claim | undefined, context: Context, begun: Reporter): Settlement {
     const { watch } = this.hooks;
-    const watched = watch !== undefined && (claim !== undefined || begun.record !== undefined);
-    const delivery = settlement(event, claim, begun, this.settings.maxAge, watched ? undefined : watch);
+    const watched =
+      watch !== undefined && (claim !== undefined || this.settings.inbox !== undefined || begun.record !== undefined);
+    const delivery = settlement(event, claim, begun, watched ? this.watched : this.unwatched);
     if (watched) watch(delivery, ...context);
     return delivery;
   }
@@ -144,10 +157,7 @@ class Pipeline<Context extends unknown[]> {
     if (!("event" in accepted)) return accepted;
     let value: unknown;
     try {
-      // A store that holds the handler's effects (an inbox) enlists in this delivery while it runs.
-      // Stryker disable next-line OptionalChaining: equivalent: handle() is called only when onEvent was given.
-      const run = () => accepted.run(() => this.settings.onEvent?.(accepted.event, ...context));
-      value = await delivering(accepted.event, accepted, run);
+      value = await this.run(accepted, context);
     } catch (error) {
       accepted.finished(error === undefined ? new Error("onEvent threw undefined") : error);
       // A WebhookError keeps its own answer (a queue hand-off's store_unavailable, say); anything
@@ -177,6 +187,21 @@ class Pipeline<Context extends unknown[]> {
       answer = errorResponse(undefined);
     }
     return this.settled(accepted, answer.status, answer);
+  }
+
+  /**
+   * Runs `onEvent` in the delivery: an inbox's own handler is handed the delivery to enlist in.
+   * Meanwhile the delivery is in the registry, where an inbox that `onEvent` calls finds it (a
+   * router's handler, the app's own function, an inbox's handler that calls another inbox).
+   */
+  private run(accepted: Settlement, context: Context): unknown {
+    const { event } = accepted;
+    const { inbox, onEvent } = this.settings;
+    const handler = inbox
+      ? () => inbox.run(accepted, event, ...context)
+      : // Stryker disable next-line OptionalChaining: equivalent: handle() is called only when onEvent was given.
+        () => onEvent?.(event, ...context);
+    return delivering(event, accepted, () => accepted.run(handler));
   }
 
   /**

@@ -24,43 +24,76 @@ export interface Settlement extends Accepted, Participation {
 type Watch = (accepted: Accepted, ...context: any[]) => boolean;
 
 /**
+ * How a store joins a delivery when it enlists. Every store's retention is checked against the
+ * replay window then: one found through the registry (an inbox called inside `onEvent`) could not
+ * be checked when the receiver was made.
+ */
+export interface Entry {
+  /** The replay window, to check the retention of a store that enlists. */
+  readonly maxAge: number | undefined;
+  /**
+   * The adapter's watch, when it does not watch this delivery from the start (nothing to settle
+   * was known then): attached at the first store that enlists, since a 2xx must then wait for it.
+   * Only an inbox found through the registry can enlist in such a delivery.
+   */
+  readonly watch: Watch | undefined;
+}
+
+/**
+ * Where a settlement stands. The handler finishing and the final answer come in either order;
+ * the decision is taken once both are known, and only once.
+ */
+type Phase =
+  /** The handler runs; no final answer yet. */
+  | "running"
+  /** The handler finished; the final answer is not known yet (a route still writing it). */
+  | "finished"
+  /** The final answer is known while the handler still runs (a response-timeout layer answered). */
+  | "answered"
+  /** Both were known: decided (the commit or release may still be under way). */
+  | "decided";
+
+/** Whether a store that enlists can still be part of the decision, as far as the answer on the wire goes. */
+type Wire =
+  /** Yes: the answer is watched (or written by the receiver itself). */
+  | "watched"
+  /** Not watched yet: the adapter's late watch is attached at the first store that enlists. */
+  | "unwatched"
+  /** No: the answer had ended before a store enlisted, and left without waiting; stores decide alone. */
+  | "lost";
+
+/**
  * The settlement of one accepted delivery; stores enlist in it while its handler runs.
  *
  * @param claim the dedupe store's claim on the event id, if any.
  * @param reporter where failures go; it carries the delivery's context and telemetry record.
- * @param maxAge the replay window, to check the retention of a store that enlists.
- * @param watch an adapter's hook that watches its answer on the wire, when it does not watch this
- *   delivery yet: called at the first enlisting, since a 2xx must then wait for the store.
+ * @param entry how a store that enlists joins it.
  */
 export function settlement(
   event: WebhookEvent,
   claim: Claim | undefined,
   reporter: Reporter,
-  maxAge: number | undefined,
-  watch: Watch | undefined,
+  entry: Entry,
 ): Settlement {
-  return new DeliverySettlement(event, claim, reporter, maxAge, watch);
+  return new DeliverySettlement(event, claim, reporter, entry);
 }
 
 class DeliverySettlement implements Settlement {
   readonly run: <T>(handler: () => T) => T;
   readonly #claim: Claim | undefined;
   readonly #reporter: Reporter;
-  readonly #maxAge: number | undefined;
-  #watch: Watch | undefined;
+  readonly #entry: Entry;
+  /** The delivery's telemetry record; none once it ended because the client left before any answer. */
+  #record: DeliveryTelemetry | undefined;
   readonly #began: number;
   readonly #units: Enlisted[] = [];
-  #done = false;
-  #threw = false;
+  #phase: Phase = "running";
+  #wire: Wire;
+  /** What the handler threw, once it finished: `undefined` when it did not throw. */
   #thrown: unknown;
-  #final = false;
   #status: number | undefined;
-  #duplicate = false;
-  /** The record ended when the client left before any answer: nothing more is recorded. */
-  #closed = false;
-  #decided = false;
-  /** The answer had ended before the first store enlisted: stores decide alone. */
-  #unwatched = false;
+  /** What a 2xx is recorded as: a store's duplicate answer is not a handled delivery. */
+  #outcome: "handled" | "duplicate" = "handled";
   #verdict: Promise<Answer | undefined> | undefined;
   #resolve: (instead: Promise<Answer | undefined>) => void = noop;
 
@@ -68,21 +101,16 @@ class DeliverySettlement implements Settlement {
     readonly event: WebhookEvent,
     claim: Claim | undefined,
     reporter: Reporter,
-    maxAge: number | undefined,
-    watch: Watch | undefined,
+    entry: Entry,
   ) {
     this.#claim = claim;
     this.#reporter = reporter;
-    this.#maxAge = maxAge;
-    this.#watch = watch;
+    this.#entry = entry;
+    this.#wire = entry.watch ? "unwatched" : "watched";
     const { record } = reporter;
+    this.#record = record;
     this.#began = record ? performance.now() : 0;
     this.run = record ? (handler) => record.run(handler) : runDirectly;
-  }
-
-  /** The delivery's telemetry record, unless it ended when the client left. */
-  get #record(): DeliveryTelemetry | undefined {
-    return this.#closed ? undefined : this.#reporter.record;
   }
 
   holdsAnswer(): boolean {
@@ -90,55 +118,54 @@ class DeliverySettlement implements Settlement {
   }
 
   finished(error?: unknown): void {
-    if (this.#done) return;
-    this.#done = true;
-    if (error !== undefined) {
-      this.#threw = true;
-      this.#thrown = error;
+    const phase = this.#phase;
+    if (phase === "finished" || phase === "decided") return;
+    this.#thrown = error;
+    this.#record?.handler(since(this.#began), error);
+    if (phase === "answered") {
+      this.#resolve(this.#decision());
+    } else {
+      this.#phase = "finished";
     }
-    this.#record?.handler(since(this.#began), this.#thrown);
-    if (this.#final && !this.#decided) this.#resolve(this.#decision());
   }
 
   answered(status: number | undefined): Promise<Answer | undefined> {
-    if (!this.#final) {
-      this.#final = true;
+    const phase = this.#phase;
+    if (phase === "running") {
+      this.#phase = "answered";
       this.#status = status;
+      this.#verdict = new Promise((resolve) => {
+        this.#resolve = resolve;
+      });
+    } else if (phase === "finished") {
       // The handler finished first (always, where the receiver writes the answer itself): decide now.
-      if (this.#done) {
-        this.#verdict = this.#decision();
-      } else {
-        this.#verdict = new Promise((resolve) => {
-          this.#resolve = resolve;
-        });
-      }
+      this.#status = status;
+      this.#verdict = this.#decision();
     }
     return this.#verdict as Promise<Answer | undefined>;
   }
 
   duplicate(): void {
-    this.#duplicate = true;
+    this.#outcome = "duplicate";
   }
 
   clientClosed(): void {
-    if (this.#decided || this.#closed) return;
-    this.#closed = true;
-    this.#reporter.record?.end("client_closed", undefined);
+    const record = this.#record;
+    if (this.#phase === "decided" || !record) return;
+    this.#record = undefined;
+    record.end("client_closed", undefined);
   }
 
   enlist(unit: Enlisted): boolean {
     // Once the answer is final, a unit can no longer be part of the decision: the store decides alone.
-    if (this.#decided || this.#final || this.#unwatched) return false;
-    checkRetention(unit.retention, this.#maxAge, "the inbox's retention");
-    const watch = this.#watch;
-    if (watch) {
-      this.#watch = undefined;
+    if (this.#phase === "answered" || this.#phase === "decided" || this.#wire === "lost") return false;
+    const { maxAge, watch } = this.#entry;
+    checkRetention(unit.retention, maxAge, "the inbox's retention");
+    if (this.#wire === "unwatched") {
       // A handler that answered before the store enlisted: that answer has left, and nothing would
       // report it to the decision, which would then never come (the store's transaction left open).
-      if (!watch(this, ...this.#reporter.context)) {
-        this.#unwatched = true;
-        return false;
-      }
+      this.#wire = watch?.(this, ...this.#reporter.context) ? "watched" : "lost";
+      if (this.#wire === "lost") return false;
     }
     this.#units.push(unit);
     return true;
@@ -146,12 +173,12 @@ class DeliverySettlement implements Settlement {
 
   /** The decision, once the handler finished and the answer is final: the answer to write instead, if any. */
   #decision(): Promise<Answer | undefined> {
-    this.#decided = true;
-    if (this.#units.length === 0 && !this.#threw && isSuccess(this.#status)) {
+    this.#phase = "decided";
+    if (this.#units.length === 0 && this.#thrown === undefined && isSuccess(this.#status)) {
       // Nothing to commit: mark the claim done, if there is one (a memory store does it at once).
       const record = this.#record;
       const handled = () => {
-        record?.end(this.#duplicate ? "duplicate" : "handled", this.#status);
+        record?.end(this.#outcome, this.#status);
         return undefined;
       };
       const done = this.#claim?.complete();
@@ -169,7 +196,9 @@ class DeliverySettlement implements Settlement {
     const reporter = this.#reporter;
     const record = this.#record;
     const status = this.#status;
-    if (!this.#threw && isSuccess(status)) {
+    const thrown = this.#thrown;
+    const threw = thrown !== undefined;
+    if (!threw && isSuccess(status)) {
       for (const [index, unit] of this.#units.entries()) {
         try {
           await unit.commit();
@@ -184,17 +213,17 @@ class DeliverySettlement implements Settlement {
         }
       }
       await claim?.complete();
-      record?.end(this.#duplicate ? "duplicate" : "handled", status);
+      record?.end(this.#outcome, status);
       return undefined;
     }
     await this.#undo(this.#units);
     // A handler that threw after it began a 2xx answer (held until now) gets the answer of its
     // error instead: a 2xx must never leave for an event that was not handled.
-    const instead = this.#threw && isSuccess(status) ? errorResponse(this.#thrown) : undefined;
-    const known = this.#thrown instanceof WebhookError ? this.#thrown : undefined;
+    const instead = threw && isSuccess(status) ? errorResponse(thrown) : undefined;
+    const known = thrown instanceof WebhookError ? thrown : undefined;
     record?.end(
       known?.code ?? "handler_error",
-      instead?.status ?? status ?? known?.status ?? (this.#threw ? 500 : undefined),
+      instead?.status ?? status ?? known?.status ?? (threw ? 500 : undefined),
     );
     return instead;
   }

@@ -1,7 +1,7 @@
 // How a store that holds a handler's effects (a transactional inbox) takes part in the receiver's
 // one decision of "handled": the stores' side of the contract with the receiver, beside the
-// DedupeStore contract (./contract.ts) the receiver uses for the stores that only remember ids. The inbox runs the handler inside its transaction, but does not
-// commit when the handler returns: it enlists the transaction in the delivery, and the receiver
+// DedupeStore contract (./dedupe-store.ts) the receiver uses for the stores that only remember
+// ids. The inbox runs the handler inside its transaction, but does not commit when the handler returns: it enlists the transaction in the delivery, and the receiver
 // commits it once the final answer is known to be 2xx (and before that 2xx leaves), or rolls it
 // back. Small and free of the receiver, so a store's entry bundles only this.
 import type { WebhookEvent } from "../events.js";
@@ -24,17 +24,21 @@ export interface Participation {
 }
 
 // One registry per process, shared by every copy of this module (the ES module and CommonJS
-// builds, or two installed versions), so a store from one copy finds a receiver from another. A
-// Map, not a WeakMap: an entry lives only while the handler runs (the receiver removes it when
-// the handler ends), and a WeakMap's entries cost the garbage collector on every delivery.
+// builds, or two installed versions), so a store from one copy finds a receiver from another. It
+// serves only an inbox the receiver cannot see when it is made: one called inside `onEvent` (a
+// router's handler, or the app's own function); an `onEvent` that is an inbox's own handler is
+// given its delivery directly. A Map, not a WeakMap: an entry lives only while the handler runs
+// (the receiver removes it when the handler ends), and a WeakMap's entries cost the garbage
+// collector on every delivery.
 const KEY = Symbol.for("flag-webhooks.deliveries");
 const shared = globalThis as { [KEY]?: Map<WebhookEvent, Participation> };
 shared[KEY] ??= new Map();
 const registry = shared[KEY];
 
 /**
- * The receiver's side: while `run` runs the handler of `event` (and until what it returns
- * settles), stores that `enlist` take part in `participation`'s decision.
+ * The receiver's side, for an `onEvent` that is not an inbox's own handler: while `run` runs the
+ * handler of `event` (and until what it returns settles), an inbox called inside it takes part in
+ * `participation`'s decision.
  */
 export function delivering<T>(event: WebhookEvent, participation: Participation, run: () => T): T {
   registry.set(event, participation);
@@ -55,24 +59,57 @@ export function delivering<T>(event: WebhookEvent, participation: Participation,
 }
 
 /**
- * A store's side: puts `unit` in the receiver's decision for `event`. True when a receiver is
- * delivering `event`: it will commit or roll back `unit` itself. False when none is (a queue
- * worker or a test calling the handler directly): the store then decides alone, committing when
- * the handler resolves.
+ * An inbox's handler, run in one delivery: `delivery` is the receiver's when one delivers the event
+ * (then the handler's transaction enlists in it), `undefined` when none does (a queue worker or a
+ * test calling the handler directly: the inbox decides alone).
  */
-export function enlist(event: WebhookEvent, unit: Enlisted): boolean {
-  return registry.get(event)?.enlist(unit) === true;
+export type InboxRun<Context extends unknown[]> = (
+  delivery: Participation | undefined,
+  event: WebhookEvent,
+  ...context: Context
+) => Promise<unknown>;
+
+/** What an inbox's `onEvent` carries for a receiver given it: the store's retention, and its run. */
+export interface Inbox {
+  /** How long the store remembers ids, in ms: checked against `maxAge` when the receiver is made. */
+  retention: number;
+  /** The handler, given the receiver's delivery at once: no registry to look it up in. */
+  run: InboxRun<unknown[]>;
+}
+
+const INBOX = Symbol.for("flag-webhooks.inbox");
+
+/**
+ * Makes an inbox's `onEvent` (`inbox.handle(fn)`) from its `run`: a receiver given it as `onEvent`
+ * sees that when it is made (it checks `retention` against `maxAge` then, and watches the answer of
+ * each delivery from the start); called by anything else (a router, the app's own `onEvent`, a
+ * queue worker), it finds the delivery being settled for its event, if any, in the registry.
+ */
+export function inboxHandler<Context extends unknown[]>(
+  retention: number,
+  run: InboxRun<Context>,
+): (event: WebhookEvent, ...context: Context) => Promise<unknown> {
+  const handler = (event: WebhookEvent, ...context: Context) => run(registry.get(event), event, ...context);
+  const inbox: Inbox = { retention, run: run as InboxRun<unknown[]> };
+  Object.defineProperty(handler, INBOX, { value: inbox });
+  return handler;
+}
+
+/** The inbox an `onEvent` is the handler of (see {@link inboxHandler}), if it is one. */
+export function inboxOf(onEvent: unknown): Inbox | undefined {
+  const inbox = (onEvent as { [INBOX]?: Inbox } | undefined)?.[INBOX];
+  return typeof inbox?.retention === "number" && typeof inbox.run === "function" ? inbox : undefined;
 }
 
 /**
- * An inbox's handler run in its transaction `unit`: enlisted in the receiver's decision when a
- * receiver delivers `event` (the receiver commits or rolls back), settled here otherwise
+ * An inbox's handler run in its transaction `unit`: enlisted in `delivery`'s decision when a
+ * receiver delivers the event (the receiver commits or rolls back), settled here otherwise
  * (committed when `run` resolves, rolled back when it throws). `failed` says what a throw of
  * `run` becomes (a store's own failure is `unavailable`: 503, not the handler's 500); a commit
  * that fails is `unavailable`.
  */
 export async function runEnlisted(
-  event: WebhookEvent,
+  delivery: Participation | undefined,
   unit: Enlisted,
   run: () => unknown,
   failed: (error: unknown) => unknown,
@@ -80,7 +117,7 @@ export async function runEnlisted(
 ): Promise<unknown> {
   let enlisted: boolean;
   try {
-    enlisted = enlist(event, unit);
+    enlisted = delivery?.enlist(unit) === true;
   } catch (error) {
     await unit.rollback();
     throw error;
@@ -94,26 +131,6 @@ export async function runEnlisted(
   }
   if (!enlisted) await unit.commit().catch((error: unknown) => Promise.reject(unavailable(error)));
   return value;
-}
-
-const RETENTION = Symbol.for("flag-webhooks.retention");
-
-/**
- * Marks an `onEvent` made by a store (`inbox.handle(fn)`) with how long the store remembers ids,
- * so a receiver given it checks that against `maxAge` when it is made.
- */
-export function withRetention<Handler extends (...args: never[]) => unknown>(
-  handler: Handler,
-  retention: number,
-): Handler {
-  Object.defineProperty(handler, RETENTION, { value: retention });
-  return handler;
-}
-
-/** The retention a store's `onEvent` carries, if it is one. */
-export function retentionOf(onEvent: unknown): number | undefined {
-  const retention = (onEvent as { [RETENTION]?: unknown } | undefined)?.[RETENTION];
-  return typeof retention === "number" ? retention : undefined;
 }
 
 /** The header that marks the answer to a duplicate delivery. */

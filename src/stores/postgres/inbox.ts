@@ -4,7 +4,7 @@
 import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
 import type { ClaimResult, DedupeStore } from "../../store-contract/dedupe-store.js";
-import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../../store-contract/enlist.js";
+import { duplicateReply, type Enlisted, inboxHandler, runEnlisted } from "../../store-contract/enlist.js";
 import { checkScope, claimToken, storedId } from "../../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
@@ -142,7 +142,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
     fn: InboxHandler<InboxTransaction<Client>, Context>,
   ): (event: WebhookEvent, ...context: Context) => Promise<unknown> {
     if (typeof fn !== "function") throw new TypeError("flag-webhooks: inbox.handle() takes a function");
-    const handler = async (event: WebhookEvent, ...context: Context): Promise<unknown> => {
+    return inboxHandler(this.#retention, async (delivery, event: WebhookEvent, ...context: Context) => {
       const open = await this.#open(await storedId(event.id), event.id);
       if (open === "done") return duplicateReply();
       const unit: Enlisted = {
@@ -151,7 +151,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
         retention: this.#retention,
       };
       return runEnlisted(
-        event,
+        delivery,
         unit,
         () => fn(event, open.transaction.tx as InboxTransaction<Client>, ...context),
         // A statement Postgres cancelled (statement_timeout) or a connection lost under the
@@ -159,8 +159,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
         (error) => (storeFailure(error) || open.transaction.lost() ? unavailable(error) : error),
         unavailable,
       );
-    };
-    return withRetention(handler, this.#retention);
+    });
   }
 
   /**

@@ -6,7 +6,13 @@
 import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
 import type { ClaimResult, DedupeStore } from "../../store-contract/dedupe-store.js";
-import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../../store-contract/enlist.js";
+import {
+  duplicateReply,
+  type Enlisted,
+  inboxHandler,
+  type Participation,
+  runEnlisted,
+} from "../../store-contract/enlist.js";
 import { checkScope, claimToken, storedId } from "../../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
@@ -136,10 +142,13 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
   ): (event: WebhookEvent, ...context: Context) => Promise<unknown> {
     if (typeof fn !== "function") throw new TypeError("flag-webhooks: inbox.handle() takes a function");
     const run = fn as (event: WebhookEvent, tx: unknown, ...context: Context) => unknown;
-    const handler = this.#batch
-      ? (event: WebhookEvent, ...context: Context) => this.#handleBatch(this.#batch as BatchDriver, run, event, context)
-      : (event: WebhookEvent, ...context: Context) => this.#handleInteractive(run, event, context);
-    return withRetention(handler, this.#retention);
+    const batch = this.#batch;
+    return inboxHandler<Context>(
+      this.#retention,
+      batch
+        ? (delivery, event, ...context) => this.#handleBatch(delivery, batch, run, event, context)
+        : (delivery, event, ...context) => this.#handleInteractive(delivery, run, event, context),
+    );
   }
 
   /**
@@ -194,6 +203,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
 
   /** handle() on a database with interactive transactions. */
   async #handleInteractive<Context extends unknown[]>(
+    delivery: Participation | undefined,
     fn: (event: WebhookEvent, tx: unknown, ...context: Context) => unknown,
     event: WebhookEvent,
     context: Context,
@@ -218,11 +228,12 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
       rollback: () => open.rollback(),
       retention: this.#retention,
     };
-    return this.#settle(event, unit, () => fn(event, open.tx as InboxTransaction<Db>, ...context));
+    return this.#settle(delivery, unit, () => fn(event, open.tx as InboxTransaction<Db>, ...context));
   }
 
   /** handle() on D1 or a Durable Object's storage: the handler's statements run at COMMIT, with the id. */
   async #handleBatch<Context extends unknown[]>(
+    delivery: Participation | undefined,
     driver: BatchDriver,
     fn: (event: WebhookEvent, db: unknown, ...context: Context) => unknown,
     event: WebhookEvent,
@@ -254,7 +265,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
       rollback: async () => {},
       retention: this.#retention,
     };
-    return this.#settle(event, unit, async () => {
+    return this.#settle(delivery, unit, async () => {
       statements = driver.check(await fn(event, driver.database, ...context));
       return undefined;
     });
@@ -265,8 +276,14 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
    * back; without a receiver, it commits when the handler resolves. A store's failure inside the
    * handler (a full disk, a locked or read-only file) answers 503, not 500.
    */
-  #settle(event: WebhookEvent, unit: Enlisted, run: () => unknown): Promise<unknown> {
-    return runEnlisted(event, unit, run, (error) => (isStoreFailure(error) ? unavailable(error) : error), unavailable);
+  #settle(delivery: Participation | undefined, unit: Enlisted, run: () => unknown): Promise<unknown> {
+    return runEnlisted(
+      delivery,
+      unit,
+      run,
+      (error) => (isStoreFailure(error) ? unavailable(error) : error),
+      unavailable,
+    );
   }
 
   /** The claim of `id` as done in `open`: "claimed", or the state of the id already there. */
