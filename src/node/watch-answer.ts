@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { isSuccess } from "../receiver/answers.js";
 import type { Accepted, Answer } from "../receiver/protocol.js";
+import { isThenable } from "../util/thenable.js";
 
 type Args = unknown[];
 type Original = Pick<
@@ -152,8 +153,20 @@ class AnswerWatch {
     if (this.#holding && this.#over && !this.#released) return endAfterEnd(res, args);
     if (this.#over) return (this.#original.end as (...args: Args) => ServerResponse).apply(res, args);
     if (!this.#holding && this.#begins()) {
+      // The whole answer comes at once: the decision is asked for before any of it is held, and
+      // when it waited for nothing (no store to commit, a claim marked done at once) the answer
+      // leaves now, as it is or with the receiver's in its place, and is never held.
       checkChunk(args[0]);
-      this.#holdImplicit(res);
+      checkReason(res.statusMessage);
+      this.#over = true;
+      this.#fixed = res.statusCode;
+      const verdict = this.#report(this.#fixed);
+      if (!isThenable(verdict)) {
+        this.#release(args, verdict);
+        return res;
+      }
+      this.#hold(this.#fixed);
+      return this.#endHeld(res, args, verdict);
     }
     if (!this.#holding) {
       // An end that throws (a body Node refuses) sent nothing: the answer the error handler writes
@@ -166,9 +179,14 @@ class AnswerWatch {
     }
     checkChunk(args[0]);
     this.#over = true;
+    return this.#endHeld(res, args, this.#report(this.#fixed));
+  }
+
+  /** Ends a held answer as Node would appear to, and writes it once the receiver has decided. */
+  #endHeld(res: ServerResponse, args: Args, verdict: Answer | undefined | PromiseLike<Answer | undefined>) {
     looks(res, "writableEnded");
     res.emit(HELD_END);
-    void this.#report(this.#fixed).then((instead) => this.#release(args, instead));
+    void Promise.resolve(verdict).then((instead) => this.#release(args, instead));
     return res;
   }
 
@@ -233,7 +251,7 @@ class AnswerWatch {
     looks(this.#res, "headersSent");
   }
 
-  #report(status: number | undefined, error?: unknown): Promise<Answer | undefined> {
+  #report(status: number | undefined, error?: unknown): Answer | undefined | Promise<Answer | undefined> {
     if (this.#endsHandler) this.#accepted.finished(error);
     return this.#accepted.answered(status);
   }
@@ -274,7 +292,12 @@ class AnswerWatch {
 
 /** Makes `res` read as Node reads a response whose head (or end) went out, while it is held. */
 function looks(res: ServerResponse, property: "headersSent" | "writableEnded"): void {
-  Object.defineProperty(res, property, { configurable: true, get: () => true });
+  Object.defineProperty(res, property, { configurable: true, get: yes });
+}
+
+/** One getter for every held response: a new one each time would give each response a shape of its own. */
+function yes(): boolean {
+  return true;
 }
 
 /** Node's own refusal of a chunk, thrown where Node would throw it, since a held call reaches Node later. */

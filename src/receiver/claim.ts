@@ -11,8 +11,11 @@ import type { Reporter } from "./report.js";
 
 /** A claimed event id, to settle once. Neither method rejects. */
 export interface Claim {
-  /** Marks the id handled for `ttl`, retrying a failing store within `dedupe.timeout`. */
-  complete(): Promise<void>;
+  /**
+   * Marks the id handled for `ttl`, retrying a failing store within `dedupe.timeout`: nothing to
+   * wait for when the store marked it at once (the memory store), so the 2xx need not be held.
+   */
+  complete(): Promise<void> | undefined;
   /** Frees the id so the sender's retry runs the handler, unless the claim's lease has lapsed. */
   release(): Promise<void>;
 }
@@ -132,14 +135,14 @@ function persist(
   budget: number,
   reporter: Reporter,
   record?: DeliveryTelemetry,
-): Promise<void> {
+): Promise<void> | undefined {
   const began = performance.now();
   // A store that answers at once, and did not fail, needs no retry loop (the memory store).
   try {
     const done = operation();
     if (!isThenable(done)) {
       record?.store("complete", since(began));
-      return settledPromise;
+      return undefined;
     }
     return retrying(() => done, operation, budget, reporter, record, began);
   } catch (error) {
@@ -174,8 +177,6 @@ async function retrying(
     }
   }
 }
-
-const settledPromise: Promise<void> = Promise.resolve();
 
 function slow(ms: number): Error {
   return new Error(`the dedupe store did not answer within ${ms} ms`);

@@ -43,12 +43,14 @@ export interface Accepted {
   finished(error?: unknown): void;
   /**
    * The final answer's status, or `undefined` when there is none (the answer was cut, or will
-   * never be written). The first call counts. Resolves once the handler has also finished and
-   * the store has recorded or released the event, with the answer to write instead of this one
+   * never be written). The first call counts. Gives, once the handler has also finished and
+   * the store has recorded or released the event, the answer to write instead of this one
    * (a 2xx whose store could not record it, or a 2xx from a handler that then threw), or
-   * `undefined` to write the answer as it is. Never rejects.
+   * `undefined` to write the answer as it is: at once, without a promise, when the decision waited
+   * for nothing (the handler had finished, and no store had anything to wait for), so that such
+   * an answer need not be held. A promise never rejects.
    */
-  answered(status: number | undefined): Promise<Answer | undefined>;
+  answered(status: number | undefined): Answer | undefined | Promise<Answer | undefined>;
   /**
    * Whether a 2xx answer must wait for `answered` before it leaves: the delivery holds a claim,
    * or a store that holds the handler's effects. Asked when the answer's status is known.

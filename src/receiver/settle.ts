@@ -94,8 +94,9 @@ class DeliverySettlement implements Settlement {
   #status: number | undefined;
   /** What a 2xx is recorded as: a store's duplicate answer is not a handled delivery. */
   #outcome: "handled" | "duplicate" = "handled";
-  #verdict: Promise<Answer | undefined> | undefined;
-  #resolve: (instead: Promise<Answer | undefined>) => void = noop;
+  /** The decision's answer to write instead, once asked for: a promise while it waits. */
+  #verdict: Answer | undefined | Promise<Answer | undefined>;
+  #resolve: (instead: Answer | undefined | Promise<Answer | undefined>) => void = noop;
 
   constructor(
     readonly event: WebhookEvent,
@@ -129,7 +130,7 @@ class DeliverySettlement implements Settlement {
     }
   }
 
-  answered(status: number | undefined): Promise<Answer | undefined> {
+  answered(status: number | undefined): Answer | undefined | Promise<Answer | undefined> {
     const phase = this.#phase;
     if (phase === "running") {
       this.#phase = "answered";
@@ -142,7 +143,7 @@ class DeliverySettlement implements Settlement {
       this.#status = status;
       this.#verdict = this.#decision();
     }
-    return this.#verdict as Promise<Answer | undefined>;
+    return this.#verdict;
   }
 
   duplicate(): void {
@@ -171,8 +172,11 @@ class DeliverySettlement implements Settlement {
     return true;
   }
 
-  /** The decision, once the handler finished and the answer is final: the answer to write instead, if any. */
-  #decision(): Promise<Answer | undefined> {
+  /**
+   * The decision, once the handler finished and the answer is final: the answer to write instead,
+   * if any; at once when there was nothing to wait for.
+   */
+  #decision(): Answer | undefined | Promise<Answer | undefined> {
     this.#phase = "decided";
     if (this.#units.length === 0 && this.#thrown === undefined && isSuccess(this.#status)) {
       // Nothing to commit: mark the claim done, if there is one (a memory store does it at once).
@@ -182,7 +186,7 @@ class DeliverySettlement implements Settlement {
         return undefined;
       };
       const done = this.#claim?.complete();
-      return done ? done.then(handled) : Promise.resolve(handled());
+      return done ? done.then(handled) : handled();
     }
     return this.#conclude().catch((error: unknown) => {
       // Every step of #conclude reports its own failures; this is the net under a bug.
