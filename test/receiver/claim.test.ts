@@ -1,8 +1,23 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { runInNewContext } from "node:vm";
-import { type ClaimResult, type DedupeStore, MemoryDedupeStore, type WebhookError } from "flag-webhooks";
+import {
+  type ClaimResult,
+  type DedupeStore,
+  MemoryDedupeStore,
+  type Telemetry,
+  type WebhookError,
+} from "flag-webhooks";
 import { describe, expect, it, vi } from "vitest";
-import { body, handler, type Options, recordingStore, request } from "../support/receiver.js";
+import {
+  body,
+  error,
+  handler,
+  type Options,
+  recordingStore,
+  recordingTelemetry,
+  request,
+  seen,
+} from "../support/receiver.js";
 
 // The claim: how the receiver uses a DedupeStore around each delivery. It claims the event's id
 // for a lease before the handler runs, marks it done only when the handler finished with a 2xx
@@ -374,5 +389,91 @@ describe("a store that never answers, in any form, is bounded by dedupe.timeout"
       release() {},
     };
     expect((await handler({ dedupe: { store, ttl: 60_000 } })(await request())).status).toBe(503);
+  });
+});
+
+describe("the claim, as the sender and the delivery's record see it", () => {
+  it("a store whose claim() throws at once is down: 503 store_unavailable, the handler never runs", async () => {
+    let runs = 0;
+    const errors: unknown[] = [];
+    const thrown = new Error("not connected");
+    const store = {
+      ...recordingStore(),
+      claim: () => {
+        throw thrown;
+      },
+    };
+    const answer = await handler({
+      dedupe: { store, ttl: "1h" },
+      onEvent: () => void runs++,
+      onError: (e) => void errors.push(e),
+    })(await request());
+    expect([answer.status, runs, errors]).toEqual([503, 0, [thrown]]);
+  });
+
+  it("409 and 503 say why, naming the event a copy waits for", async () => {
+    const busy = { ...recordingStore(), claim: () => "in_flight" as const };
+    const inProgress = await handler({ dedupe: { store: busy, ttl: "1h" } })(await request(body("evt_busy_42")));
+    expect(await seen(inProgress)).toMatchObject({
+      status: 409,
+      body: error("delivery_in_progress", "event evt_busy_42 is being handled by another delivery; retry later"),
+    });
+    const down = { ...recordingStore(), claim: () => Promise.reject(new Error("down")) };
+    const unavailable = await handler({ dedupe: { store: down, ttl: "1h" } })(await request());
+    expect(await seen(unavailable)).toMatchObject({
+      status: 503,
+      body: error("store_unavailable", "the dedupe store is unavailable; retry later"),
+    });
+  });
+
+  it("a complete() that throws at once is retried like one that rejects: a copy is still a duplicate", async () => {
+    const errors: unknown[] = [];
+    const memory = new MemoryDedupeStore();
+    let failures = 1;
+    const store = {
+      ...recordingStore(memory),
+      complete(id: string, ttl: number) {
+        if (failures-- > 0) throw new Error("READONLY");
+        return memory.complete(id, ttl);
+      },
+    };
+    const receive = handler({ dedupe: { store, ttl: "1h" }, onError: (e) => void errors.push(e) });
+    const text = body();
+    expect((await receive(await request(text))).status).toBe(204);
+    const copy = await receive(await request(text));
+    expect([copy.status, copy.headers.get("webhook-duplicate"), errors]).toEqual([204, "true", []]);
+  });
+
+  it("the record hears each store call by name, timed in seconds", async () => {
+    const calls: [string, number][] = [];
+    const telemetry: Telemetry = {
+      delivery: () => ({
+        verified() {},
+        store: (operation, seconds) => void calls.push([operation, seconds]),
+        run: (fn) => fn(),
+        handler() {},
+        end() {},
+      }),
+    };
+    const memory = new MemoryDedupeStore();
+    // Each call waits 30 ms: a duration in milliseconds, or a difference taken the wrong way, shows.
+    const slow = <T>(value: T) => sleep(30).then(() => value);
+    const store: DedupeStore = {
+      claim: (id, lease) => slow(memory.claim(id, lease)),
+      complete: (id, ttl) => slow(memory.complete(id, ttl)),
+      release: (id) => slow(memory.release(id)),
+    };
+    const receive = handler({ telemetry, dedupe: { store, ttl: "1h" } });
+    await receive(await request());
+    await handler({ telemetry, dedupe: { store, ttl: "1h" }, onEvent: () => ({ status: 500 }) })(await request());
+    expect(calls.map(([operation]) => operation)).toEqual(["claim", "complete", "claim", "release"]);
+    for (const [, seconds] of calls) expect(seconds).toBeGreaterThanOrEqual(0.025);
+    for (const [, seconds] of calls) expect(seconds).toBeLessThan(30);
+  });
+
+  it("the record hears the claim and the complete of a store that answers at once (the memory store)", async () => {
+    const { log, telemetry } = recordingTelemetry();
+    await handler({ telemetry, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } })(await request());
+    expect(log).toEqual(["verified", "store claim", "handler", "store complete", "end handled 204"]);
   });
 });

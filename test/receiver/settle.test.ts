@@ -229,3 +229,37 @@ describe("a handler that threw while the answer on the wire is 2xx", () => {
     expect(runs).toBe(2);
   });
 });
+
+describe("a decision that waits for nothing is given at once, and its answer is never held", () => {
+  it("Express, a memory store: the claim is made before next() returns, and the route's 2xx is Node's own when end() returns; a copy is a duplicate", async () => {
+    const nextAtOnce: boolean[] = [];
+    const middleware = expressMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } });
+    const app = express();
+    let writtenAtEnd = false;
+    app.post(
+      "/webhooks",
+      express.raw({ type: "*/*" }),
+      (req, res, next) => {
+        let atOnce = false;
+        void middleware(req, res, (error?: unknown) => {
+          atOnce = true;
+          next(error);
+        });
+        nextAtOnce.push(atOnce);
+      },
+      (_req, res) => {
+        res.sendStatus(204);
+        // Node sets `finished` when its own end() ran: a held answer has not reached it yet.
+        writtenAtEnd = res.finished;
+      },
+    );
+    const url = await serve(createServer(app));
+    const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    expect(await attempt(url, delivery)).toBe(204);
+    expect(writtenAtEnd).toBe(true);
+    const copy = await fetch(url, { method: "POST", body: delivery.body, headers: delivery.headers });
+    expect([copy.status, copy.headers.get("webhook-duplicate")]).toEqual([204, "true"]);
+    // The copy is answered by the middleware, a duplicate: no next() at all.
+    expect(nextAtOnce).toEqual([true, false]);
+  });
+});
