@@ -9,7 +9,7 @@ import { type Claim, claimEvent } from "./claim.js";
 import { checkOptions, type HandlerOptions, type Settings } from "./options.js";
 import type { AdapterHooks, Answer, Delivery, NativeReply, Receiver, ReturnHooks } from "./protocol.js";
 import { Reporter } from "./report.js";
-import { type Entry, type Settlement, settlement } from "./settle.js";
+import { type Settlement, settlement } from "./settle.js";
 import { recorder } from "./telemetry.js";
 
 /**
@@ -44,18 +44,10 @@ export function createReceiver<Context extends unknown[]>(
 
 /** The steps of a delivery, in the order they run. */
 class Pipeline<Context extends unknown[]> {
-  /** How a store joins a delivery whose answer is watched from the start. */
-  private readonly watched: Entry;
-  /** How a store joins one whose answer is not watched yet: the adapter's watch is attached then. */
-  private readonly unwatched: Entry;
-
   constructor(
     private readonly settings: Settings<Context>,
     private readonly hooks: AdapterHooks<Context>,
-  ) {
-    this.watched = { maxAge: settings.maxAge, watch: undefined };
-    this.unwatched = { maxAge: settings.maxAge, watch: hooks.watch };
-  }
+  ) {}
 
   /** What the receiver keeps of one delivery while it checks it: where to report, what to record. */
   begin(context: Context): Reporter {
@@ -146,7 +138,7 @@ class Pipeline<Context extends unknown[]> {
     const { watch } = this.hooks;
     const watched =
       watch !== undefined && (claim !== undefined || this.settings.inbox !== undefined || begun.record !== undefined);
-    const delivery = settlement(event, claim, begun, watched ? this.watched : this.unwatched);
+    const delivery = settlement(event, claim, begun, this.settings.maxAge, watched ? undefined : watch);
     if (watched) watch(delivery, ...context);
     return delivery;
   }

@@ -24,22 +24,6 @@ export interface Settlement extends Accepted, Participation {
 type Watch = (accepted: Accepted, ...context: any[]) => boolean;
 
 /**
- * How a store joins a delivery when it enlists. Every store's retention is checked against the
- * replay window then: one found through the registry (an inbox called inside `onEvent`) could not
- * be checked when the receiver was made.
- */
-export interface Entry {
-  /** The replay window, to check the retention of a store that enlists. */
-  readonly maxAge: number | undefined;
-  /**
-   * The adapter's watch, when it does not watch this delivery from the start (nothing to settle
-   * was known then): attached at the first store that enlists, since a 2xx must then wait for it.
-   * Only an inbox found through the registry can enlist in such a delivery.
-   */
-  readonly watch: Watch | undefined;
-}
-
-/**
  * Where a settlement stands. The handler finishing and the final answer come in either order;
  * the decision is taken once both are known, and only once.
  */
@@ -67,22 +51,29 @@ type Wire =
  *
  * @param claim the dedupe store's claim on the event id, if any.
  * @param reporter where failures go; it carries the delivery's context and telemetry record.
- * @param entry how a store that enlists joins it.
+ * @param maxAge the replay window, to check the retention of every store that enlists: one found
+ *   through the registry (an inbox called inside `onEvent`) could not be checked when the receiver
+ *   was made.
+ * @param watch the adapter's watch, when it does not watch this delivery from the start (nothing to
+ *   settle was known then): attached at the first store that enlists, since a 2xx must then wait
+ *   for it. Only an inbox found through the registry can enlist in such a delivery.
  */
 export function settlement(
   event: WebhookEvent,
   claim: Claim | undefined,
   reporter: Reporter,
-  entry: Entry,
+  maxAge: number | undefined,
+  watch: Watch | undefined,
 ): Settlement {
-  return new DeliverySettlement(event, claim, reporter, entry);
+  return new DeliverySettlement(event, claim, reporter, maxAge, watch);
 }
 
 class DeliverySettlement implements Settlement {
   readonly run: <T>(handler: () => T) => T;
   readonly #claim: Claim | undefined;
   readonly #reporter: Reporter;
-  readonly #entry: Entry;
+  readonly #maxAge: number | undefined;
+  readonly #watch: Watch | undefined;
   /** The delivery's telemetry record; none once it ended because the client left before any answer. */
   #record: DeliveryTelemetry | undefined;
   readonly #began: number;
@@ -102,12 +93,14 @@ class DeliverySettlement implements Settlement {
     readonly event: WebhookEvent,
     claim: Claim | undefined,
     reporter: Reporter,
-    entry: Entry,
+    maxAge: number | undefined,
+    watch: Watch | undefined,
   ) {
     this.#claim = claim;
     this.#reporter = reporter;
-    this.#entry = entry;
-    this.#wire = entry.watch ? "unwatched" : "watched";
+    this.#maxAge = maxAge;
+    this.#watch = watch;
+    this.#wire = watch ? "unwatched" : "watched";
     const { record } = reporter;
     this.#record = record;
     this.#began = record ? performance.now() : 0;
@@ -160,12 +153,11 @@ class DeliverySettlement implements Settlement {
   enlist(unit: Enlisted): boolean {
     // Once the answer is final, a unit can no longer be part of the decision: the store decides alone.
     if (this.#phase === "answered" || this.#phase === "decided" || this.#wire === "lost") return false;
-    const { maxAge, watch } = this.#entry;
-    checkRetention(unit.retention, maxAge, "the inbox's retention");
+    checkRetention(unit.retention, this.#maxAge, "the inbox's retention");
     if (this.#wire === "unwatched") {
       // A handler that answered before the store enlisted: that answer has left, and nothing would
       // report it to the decision, which would then never come (the store's transaction left open).
-      this.#wire = watch?.(this, ...this.#reporter.context) ? "watched" : "lost";
+      this.#wire = this.#watch?.(this, ...this.#reporter.context) ? "watched" : "lost";
       if (this.#wire === "lost") return false;
     }
     this.#units.push(unit);

@@ -97,8 +97,7 @@ export function inboxHandler<Context extends unknown[]>(
 
 /** The inbox an `onEvent` is the handler of (see {@link inboxHandler}), if it is one. */
 export function inboxOf(onEvent: unknown): Inbox | undefined {
-  const inbox = (onEvent as { [INBOX]?: Inbox } | undefined)?.[INBOX];
-  return typeof inbox?.retention === "number" && typeof inbox.run === "function" ? inbox : undefined;
+  return (onEvent as { [INBOX]?: Inbox } | undefined)?.[INBOX];
 }
 
 /**
