@@ -3,14 +3,30 @@ import { isSuccess } from "../receiver/answers.js";
 import type { Accepted, Answer } from "../receiver/protocol.js";
 
 type Args = unknown[];
-type Original = Pick<
-  ServerResponse,
-  "writeHead" | "write" | "end" | "destroy" | "setHeader" | "appendHeader" | "removeHeader"
->;
+/** Node's response with the old name of writeHead (deprecated in its docs, still there), untyped. */
+type Response = ServerResponse & { writeHeader: ServerResponse["writeHead"] };
+type Original = Pick<Response, "writeHeader"> &
+  Pick<
+    ServerResponse,
+    | "writeHead"
+    | "flushHeaders"
+    | "write"
+    | "end"
+    | "destroy"
+    | "setHeader"
+    | "setHeaders"
+    | "appendHeader"
+    | "removeHeader"
+  >;
 
-/** The methods that change the head, and the verb of Node's refusal once it is sent. */
+/**
+ * The methods that change the head, and the verb of Node's refusal once it is sent. `setHeaders`
+ * is one of them although it calls `setHeader`: Node's refuses before reading its argument (an
+ * empty or invalid one too).
+ */
 const HEADER_METHODS = [
   ["setHeader", "set"],
+  ["setHeaders", "set"],
   ["appendHeader", "append"],
   ["removeHeader", "remove"],
 ] as const;
@@ -47,9 +63,14 @@ export const HELD_END = Symbol.for("flag-webhooks.held-end");
 export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler: boolean): boolean {
   if (res.writableEnded || res.destroyed) return false;
   const watch = new AnswerWatch(res, accepted, endsHandler);
-  res.writeHead = function writeHead(this: ServerResponse, ...args: Args) {
+  // writeHeader is Node's old name for writeHead, its own reference to the unwatched one: a head
+  // written through it would leave before the decision.
+  res.writeHead = (res as Response).writeHeader = function writeHead(this: ServerResponse, ...args: Args) {
     return watch.writeHead(this, args);
   } as ServerResponse["writeHead"];
+  res.flushHeaders = function flushHeaders(this: ServerResponse) {
+    watch.flushHeaders(this);
+  };
   res.write = function write(this: ServerResponse, ...args: Args) {
     return watch.write(this, args);
   } as ServerResponse["write"];
@@ -96,8 +117,10 @@ class AnswerWatch {
     this.#accepted = accepted;
     this.#endsHandler = endsHandler;
     this.#socket = res.socket;
-    const { writeHead, write, end, destroy, setHeader, appendHeader, removeHeader } = res;
-    this.#original = { writeHead, write, end, destroy, setHeader, appendHeader, removeHeader };
+    const { writeHead, writeHeader, flushHeaders, write, end, destroy } = res as Response;
+    const { setHeader, setHeaders, appendHeader, removeHeader } = res;
+    const headers = { setHeader, setHeaders, appendHeader, removeHeader };
+    this.#original = { writeHead, writeHeader, flushHeaders, write, end, destroy, ...headers };
     this.#socket?.once("timeout", this.#idle);
   }
 
@@ -128,6 +151,16 @@ class AnswerWatch {
     const result = (this.#original.writeHead as (...args: Args) => ServerResponse).apply(res, args);
     this.#fixed ??= res.statusCode;
     return result;
+  }
+
+  /**
+   * Node's flushHeaders writes the head when none is written (through writeHead, so a 2xx is held
+   * there), then sends what is buffered. A held head is written for the code that wrote it, and
+   * leaves with the answer: there is nothing to flush, as there is not once Node's head is sent.
+   */
+  flushHeaders(res: ServerResponse): void {
+    if (this.#holding && !this.#released) return;
+    this.#original.flushHeaders.call(res);
   }
 
   /** A change to the head: refused once a held answer's head is fixed, as Node refuses it once sent. */
