@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { isSuccess } from "../receiver/answers.js";
 import type { Accepted, Answer } from "../receiver/protocol.js";
+import { HeldWrites, tooLarge } from "./held-writes.js";
 
 type Args = unknown[];
 /** Node's response with the old name of writeHead (deprecated in its docs, still there), untyped. */
@@ -102,7 +103,7 @@ class AnswerWatch {
   /** A 2xx answer is being held. */
   #holding = false;
   #head: Args | undefined;
-  readonly #writes: Args[] = [];
+  readonly #held: HeldWrites;
   /** The answer was reported to the receiver. */
   #over = false;
   /** The held answer was written (or replaced): Node has the response again. */
@@ -121,6 +122,7 @@ class AnswerWatch {
     const { setHeader, setHeaders, appendHeader, removeHeader } = res;
     const headers = { setHeader, setHeaders, appendHeader, removeHeader };
     this.#original = { writeHead, writeHeader, flushHeaders, write, end, destroy, ...headers };
+    this.#held = new HeldWrites(res);
     this.#socket?.once("timeout", this.#idle);
   }
 
@@ -177,8 +179,17 @@ class AnswerWatch {
     // A chunk Node refuses throws before anything is held, as Node throws before it writes.
     checkChunk(args[0]);
     if (begins) this.#holdImplicit(res);
-    this.#writes.push(args);
-    return true;
+    if (!this.#held.fits(args)) return this.#tooLarge(res, args);
+    return this.#held.add(args);
+  }
+
+  /** A held body past its bound: the writer gets the error, and the answer is cut (not handled). */
+  #tooLarge(res: ServerResponse, args: Args): false {
+    const error = tooLarge();
+    const callback = callbackOf(args) as ((error: Error) => void) | undefined;
+    queueMicrotask(() => callback?.(error));
+    this.destroy(res, error);
+    return false;
   }
 
   end(res: ServerResponse, args: Args): ServerResponse {
@@ -198,6 +209,10 @@ class AnswerWatch {
       return result;
     }
     checkChunk(args[0]);
+    if (!this.#held.fits(args)) {
+      this.#tooLarge(res, args);
+      return res;
+    }
     this.#over = true;
     looks(res, "writableEnded");
     res.emit(HELD_END);
@@ -276,6 +291,8 @@ class AnswerWatch {
     Object.assign(res, this.#original);
     res.off("close", this.closed);
     this.#socket?.off("timeout", this.#idle);
+    // A drain due when the held writes are handed to Node still comes; a cut answer gets none.
+    if (!this.#released) this.#held.stop();
     delete (res as { headersSent?: boolean }).headersSent;
     delete (res as { writableEnded?: boolean }).writableEnded;
   }
@@ -297,7 +314,7 @@ class AnswerWatch {
       }
       if (this.#head) res.writeHead(...(this.#head as Parameters<ServerResponse["writeHead"]>));
       else res.statusCode = this.#fixed as number;
-      for (const args of this.#writes) (res.write as (...args: Args) => boolean)(...args);
+      for (const args of this.#held.writes) (res.write as (...args: Args) => boolean)(...args);
       (res.end as (...args: Args) => ServerResponse)(...endArgs);
     } catch (error) {
       res.destroy(error as Error);
