@@ -38,6 +38,10 @@ export class HeldWrites {
   add(args: Args): boolean {
     this.writes.push(args);
     this.#bytes += byteLength(args);
+    // Node's write counts as activity on the connection, putting off its idle timeout
+    // (res.setTimeout, server.timeout): a held one does too, or a long answer written all along
+    // would be cut as idle only because it is held.
+    (this.#res.socket as { _unrefTimer?: () => void } | null)?._unrefTimer?.();
     if (this.#bytes < this.#highWaterMark) return true;
     if (this.#drain === undefined) {
       needsDrain(this.#res, true);

@@ -97,6 +97,22 @@ describe.each(Object.entries(hosts))("on %s, a held 2xx streamed with pipeline()
     expect(states).toEqual([false, true, false]);
   });
 
+  it("counts each held write as activity, as Node's own: an idle timeout shorter than the answer does not cut it", async () => {
+    const server = await serve(
+      host(async (res) => {
+        res.setTimeout(500);
+        res.writeHead(200);
+        for (let i = 0; i < 8; i++) {
+          res.write("x");
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        res.end("y");
+      }),
+    );
+    const first = await post(server, await delivery(SECRET));
+    expect([first.status, first.text]).toEqual([200, "xxxxxxxxy"]);
+  });
+
   it(`cuts a body past ${MAX_HELD_BYTES} bytes: the writer gets an error, the sender no 2xx, and its retry runs the route again`, async () => {
     const errors: unknown[] = [];
     let runs = 0;
