@@ -2,6 +2,7 @@ import type { ServerResponse } from "node:http";
 import { isSuccess } from "../receiver/answers.js";
 import type { Accepted, Answer } from "../receiver/protocol.js";
 import { HeldWrites, tooLarge } from "./held-writes.js";
+import { callbackOf, checkChunk, checkReason, endAfterEnd, headersSent, writeAfterEnd } from "./refusals.js";
 
 type Args = unknown[];
 /** Node's response with the old name of writeHead (deprecated in its docs, still there), untyped. */
@@ -325,62 +326,4 @@ class AnswerWatch {
 /** Makes `res` read as Node reads a response whose head (or end) went out, while it is held. */
 function looks(res: ServerResponse, property: "headersSent" | "writableEnded"): void {
   Object.defineProperty(res, property, { configurable: true, get: () => true });
-}
-
-/** Node's own refusal of a chunk, thrown where Node would throw it, since a held call reaches Node later. */
-function checkChunk(chunk: unknown): void {
-  if (chunk == null || typeof chunk === "string" || typeof chunk === "function" || chunk instanceof Uint8Array) return;
-  throw Object.assign(
-    new TypeError('The "chunk" argument must be of type string or an instance of Buffer or Uint8Array'),
-    { code: "ERR_INVALID_ARG_TYPE" },
-  );
-}
-
-/**
- * The reason of a head Node would refuse (a character HTTP cannot carry), thrown where Node's
- * writeHead would throw it, since a held head reaches Node later. By hand, as checkChunk, so that
- * the Node adapters import no built-in.
- */
-function checkReason(reason: unknown): void {
-  if (typeof reason === "string" && /[^\t\x20-\x7e\x80-\xff]/.test(reason)) {
-    throw Object.assign(new TypeError("Invalid character in statusMessage"), { code: "ERR_INVALID_CHAR" });
-  }
-}
-
-function headersSent(verb: string): Error {
-  return Object.assign(new Error(`Cannot ${verb} headers after they are sent to the client`), {
-    code: "ERR_HTTP_HEADERS_SENT",
-  });
-}
-
-/**
- * A write to a held answer that was already ended, refused as Node refuses a write after end: it
- * returns false, and the error reaches the write's callback and the response's "error" listeners
- * (never the body of the answer, which was complete when it was ended).
- */
-function writeAfterEnd(res: ServerResponse, args: Args): boolean {
-  const callback = callbackOf(args) as ((error: Error) => void) | undefined;
-  const error = Object.assign(new Error("write after end"), { code: "ERR_STREAM_WRITE_AFTER_END" });
-  queueMicrotask(() => {
-    callback?.(error);
-    res.emit("error", error);
-  });
-  return false;
-}
-
-/** `end()` again on a held answer already ended: nothing more, as on Node's (a chunk is a write after end). */
-function endAfterEnd(res: ServerResponse, args: Args): ServerResponse {
-  if (args[0] != null && typeof args[0] !== "function") {
-    writeAfterEnd(res, args);
-    return res;
-  }
-  const callback = callbackOf(args) as (() => void) | undefined;
-  if (callback) res.once("finish", callback);
-  return res;
-}
-
-/** The callback of a write or end: its last argument, when that is a function. */
-function callbackOf(args: Args): unknown {
-  const last = args[args.length - 1];
-  return typeof last === "function" ? last : undefined;
 }
