@@ -2,16 +2,34 @@ import type { ServerResponse } from "node:http";
 import { isSuccess } from "../receiver/answers.js";
 import type { Accepted, Answer } from "../receiver/protocol.js";
 import { isThenable } from "../util/thenable.js";
+import { HeldWrites, tooLarge } from "./held-writes.js";
+import { callbackOf, checkChunk, checkReason, endAfterEnd, headersSent, writeAfterEnd } from "./refusals.js";
 
 type Args = unknown[];
-type Original = Pick<
-  ServerResponse,
-  "writeHead" | "write" | "end" | "destroy" | "setHeader" | "appendHeader" | "removeHeader"
->;
+/** Node's response with the old name of writeHead (deprecated in its docs, still there), untyped. */
+type Response = ServerResponse & { writeHeader: ServerResponse["writeHead"] };
+type Original = Pick<Response, "writeHeader"> &
+  Pick<
+    ServerResponse,
+    | "writeHead"
+    | "flushHeaders"
+    | "write"
+    | "end"
+    | "destroy"
+    | "setHeader"
+    | "setHeaders"
+    | "appendHeader"
+    | "removeHeader"
+  >;
 
-/** The methods that change the head, and the verb of Node's refusal once it is sent. */
+/**
+ * The methods that change the head, and the verb of Node's refusal once it is sent. `setHeaders`
+ * is one of them although it calls `setHeader`: Node's refuses before reading its argument (an
+ * empty or invalid one too).
+ */
 const HEADER_METHODS = [
   ["setHeader", "set"],
+  ["setHeaders", "set"],
   ["appendHeader", "append"],
   ["removeHeader", "remove"],
 ] as const;
@@ -48,9 +66,14 @@ export const HELD_END = Symbol.for("flag-webhooks.held-end");
 export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler: boolean): boolean {
   if (res.writableEnded || res.destroyed) return false;
   const watch = new AnswerWatch(res, accepted, endsHandler);
-  res.writeHead = function writeHead(this: ServerResponse, ...args: Args) {
+  // writeHeader is Node's old name for writeHead, its own reference to the unwatched one: a head
+  // written through it would leave before the decision.
+  res.writeHead = (res as Response).writeHeader = function writeHead(this: ServerResponse, ...args: Args) {
     return watch.writeHead(this, args);
   } as ServerResponse["writeHead"];
+  res.flushHeaders = function flushHeaders(this: ServerResponse) {
+    watch.flushHeaders(this);
+  };
   res.write = function write(this: ServerResponse, ...args: Args) {
     return watch.write(this, args);
   } as ServerResponse["write"];
@@ -82,7 +105,7 @@ class AnswerWatch {
   /** A 2xx answer is being held. */
   #holding = false;
   #head: Args | undefined;
-  readonly #writes: Args[] = [];
+  readonly #held: HeldWrites;
   /** The answer was reported to the receiver. */
   #over = false;
   /** The held answer was written (or replaced): Node has the response again. */
@@ -97,8 +120,11 @@ class AnswerWatch {
     this.#accepted = accepted;
     this.#endsHandler = endsHandler;
     this.#socket = res.socket;
-    const { writeHead, write, end, destroy, setHeader, appendHeader, removeHeader } = res;
-    this.#original = { writeHead, write, end, destroy, setHeader, appendHeader, removeHeader };
+    const { writeHead, writeHeader, flushHeaders, write, end, destroy } = res as Response;
+    const { setHeader, setHeaders, appendHeader, removeHeader } = res;
+    const headers = { setHeader, setHeaders, appendHeader, removeHeader };
+    this.#original = { writeHead, writeHeader, flushHeaders, write, end, destroy, ...headers };
+    this.#held = new HeldWrites(res);
     this.#socket?.once("timeout", this.#idle);
   }
 
@@ -131,6 +157,16 @@ class AnswerWatch {
     return result;
   }
 
+  /**
+   * Node's flushHeaders writes the head when none is written (through writeHead, so a 2xx is held
+   * there), then sends what is buffered. A held head is written for the code that wrote it, and
+   * leaves with the answer: there is nothing to flush, as there is not once Node's head is sent.
+   */
+  flushHeaders(res: ServerResponse): void {
+    if (this.#holding && !this.#released) return;
+    this.#original.flushHeaders.call(res);
+  }
+
   /** A change to the head: refused once a held answer's head is fixed, as Node refuses it once sent. */
   header(res: ServerResponse, method: (typeof HEADER_METHODS)[number][0], verb: string, args: Args): unknown {
     if (this.#holding && !this.#released) throw headersSent(verb);
@@ -145,8 +181,17 @@ class AnswerWatch {
     // A chunk Node refuses throws before anything is held, as Node throws before it writes.
     checkChunk(args[0]);
     if (begins) this.#holdImplicit(res);
-    this.#writes.push(args);
-    return true;
+    if (!this.#held.fits(args)) return this.#tooLarge(res, args);
+    return this.#held.add(args);
+  }
+
+  /** A held body past its bound: the writer gets the error, and the answer is cut (not handled). */
+  #tooLarge(res: ServerResponse, args: Args): false {
+    const error = tooLarge();
+    const callback = callbackOf(args) as ((error: Error) => void) | undefined;
+    queueMicrotask(() => callback?.(error));
+    this.destroy(res, error);
+    return false;
   }
 
   end(res: ServerResponse, args: Args): ServerResponse {
@@ -178,6 +223,10 @@ class AnswerWatch {
       return result;
     }
     checkChunk(args[0]);
+    if (!this.#held.fits(args)) {
+      this.#tooLarge(res, args);
+      return res;
+    }
     this.#over = true;
     return this.#endHeld(res, args, this.#report(this.#fixed));
   }
@@ -261,6 +310,8 @@ class AnswerWatch {
     Object.assign(res, this.#original);
     res.off("close", this.closed);
     this.#socket?.off("timeout", this.#idle);
+    // A drain due when the held writes are handed to Node still comes; a cut answer gets none.
+    if (!this.#released) this.#held.stop();
     delete (res as { headersSent?: boolean }).headersSent;
     delete (res as { writableEnded?: boolean }).writableEnded;
   }
@@ -282,7 +333,7 @@ class AnswerWatch {
       }
       if (this.#head) res.writeHead(...(this.#head as Parameters<ServerResponse["writeHead"]>));
       else res.statusCode = this.#fixed as number;
-      for (const args of this.#writes) (res.write as (...args: Args) => boolean)(...args);
+      for (const args of this.#held.writes) (res.write as (...args: Args) => boolean)(...args);
       (res.end as (...args: Args) => ServerResponse)(...endArgs);
     } catch (error) {
       res.destroy(error as Error);
@@ -298,62 +349,4 @@ function looks(res: ServerResponse, property: "headersSent" | "writableEnded"): 
 /** One getter for every held response: a new one each time would give each response a shape of its own. */
 function yes(): boolean {
   return true;
-}
-
-/** Node's own refusal of a chunk, thrown where Node would throw it, since a held call reaches Node later. */
-function checkChunk(chunk: unknown): void {
-  if (chunk == null || typeof chunk === "string" || typeof chunk === "function" || chunk instanceof Uint8Array) return;
-  throw Object.assign(
-    new TypeError('The "chunk" argument must be of type string or an instance of Buffer or Uint8Array'),
-    { code: "ERR_INVALID_ARG_TYPE" },
-  );
-}
-
-/**
- * The reason of a head Node would refuse (a character HTTP cannot carry), thrown where Node's
- * writeHead would throw it, since a held head reaches Node later. By hand, as checkChunk, so that
- * the Node adapters import no built-in.
- */
-function checkReason(reason: unknown): void {
-  if (typeof reason === "string" && /[^\t\x20-\x7e\x80-\xff]/.test(reason)) {
-    throw Object.assign(new TypeError("Invalid character in statusMessage"), { code: "ERR_INVALID_CHAR" });
-  }
-}
-
-function headersSent(verb: string): Error {
-  return Object.assign(new Error(`Cannot ${verb} headers after they are sent to the client`), {
-    code: "ERR_HTTP_HEADERS_SENT",
-  });
-}
-
-/**
- * A write to a held answer that was already ended, refused as Node refuses a write after end: it
- * returns false, and the error reaches the write's callback and the response's "error" listeners
- * (never the body of the answer, which was complete when it was ended).
- */
-function writeAfterEnd(res: ServerResponse, args: Args): boolean {
-  const callback = callbackOf(args) as ((error: Error) => void) | undefined;
-  const error = Object.assign(new Error("write after end"), { code: "ERR_STREAM_WRITE_AFTER_END" });
-  queueMicrotask(() => {
-    callback?.(error);
-    res.emit("error", error);
-  });
-  return false;
-}
-
-/** `end()` again on a held answer already ended: nothing more, as on Node's (a chunk is a write after end). */
-function endAfterEnd(res: ServerResponse, args: Args): ServerResponse {
-  if (args[0] != null && typeof args[0] !== "function") {
-    writeAfterEnd(res, args);
-    return res;
-  }
-  const callback = callbackOf(args) as (() => void) | undefined;
-  if (callback) res.once("finish", callback);
-  return res;
-}
-
-/** The callback of a write or end: its last argument, when that is a function. */
-function callbackOf(args: Args): unknown {
-  const last = args[args.length - 1];
-  return typeof last === "function" ? last : undefined;
 }

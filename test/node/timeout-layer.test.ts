@@ -34,9 +34,13 @@ function timeoutLayer(ms: number): express.RequestHandler {
 describe("Express without onEvent, a response-timeout layer answers 503 while the route still works", () => {
   // Fails: without onEvent the route's answer is the only sign it finished, so the layer's 503
   // (wherever the layer sits) settles the delivery and releases the claim while the route still
-  // works; the retry runs it a second time, at once. Nothing tells the middleware when an Express
-  // route's own function returns, so the fix is onEvent (whose end is known) or a layer that
-  // never answers for the route; docs/delivery.md says so.
+  // works; the retry runs it a second time, at once. Nothing tells the middleware reliably when an
+  // Express route's work ends: a route that answers never calls next; the router keeps a route's
+  // promise to itself (next() returns nothing to the layer before); and router 2.3's
+  // "express.router.request" tracing channel publishes a promise's settling, but a callback-style
+  // route's end as soon as it returns, before its work, and only once something subscribes, which
+  // traces every layer of every app in the process. So the fix is onEvent (whose end is known) or
+  // a layer that never answers for the route; docs/delivery.md says so.
   it.fails("a layer after the middleware: a retry during the route gets 409, one run at a time", async () => {
     const { count, work } = runCounter();
     const app = express();

@@ -114,6 +114,23 @@ const targets: Target[] = [
     },
   },
   {
+    name: "plain node:http with the Express middleware, flushing the head before the work",
+    async start(counter, behave) {
+      const middleware = expressMiddleware({ secret: SECRET, dedupe: dedupe() });
+      return listen(
+        createServer((req, res) => {
+          void middleware(req, res, async () => {
+            const behaviour = behave();
+            res.writeHead(behaviour.status);
+            res.flushHeaders();
+            await work(counter, behaviour);
+            res.end();
+          });
+        }),
+      );
+    },
+  },
+  {
     name: "Koa, the downstream middleware",
     async start(counter, behave) {
       const app = new Koa<WebhookState>();

@@ -169,4 +169,32 @@ describe("hostile input with dedupe and an inbox on", () => {
     expect(effects.every((row) => row.n === 1)).toBe(true);
     expect(calls.filter((call) => call.startsWith("claim"))).toHaveLength(small.length * 2);
   });
+
+  it("signed ids with a lone surrogate are refused 400 invalid_payload, every copy, before any store", async () => {
+    // The parser refuses them (docs/core.md#events): keys the stores do not own would merge them
+    // (a BullMQ job id, an app's own table, where UTF-8 writes every lone surrogate as U+FFFD). So
+    // an inbox never holds one from a delivery, and no dedupe store is asked.
+    const ids = ["evt_\ud800", "evt_\udbff", "\udc00evt", "evt_\ude00\ud83d"];
+    const server = await inboxApp();
+    const { server: deduped, calls } = await dedupeApp();
+    const rows = () => db.prepare("select count(*) as n from flag_webhooks_inbox").get() as { n: number };
+    const before = rows().n;
+    for (const id of [...ids, ...ids]) {
+      const body = eventJson(id);
+      expect(body).toContain(JSON.stringify(id).slice(1, -1));
+      const c: DeliveryCase = {
+        name: id,
+        headers: await signedHeaders(SECRET, body),
+        body: Buffer.from(body),
+        status: 400,
+      };
+      const answers = [await send(server, c), await send(deduped, c)];
+      expect(answers.map((answer) => [answer.status, answer.json?.error?.code])).toEqual([
+        [400, "invalid_payload"],
+        [400, "invalid_payload"],
+      ]);
+    }
+    expect(rows().n).toBe(before);
+    expect(calls).toEqual([]);
+  });
 });

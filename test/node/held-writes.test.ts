@@ -1,0 +1,133 @@
+import { createServer, type ServerResponse } from "node:http";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import express from "express";
+import { MemoryDedupeStore } from "flag-webhooks";
+import { webhookMiddleware } from "flag-webhooks/express";
+import { describe, expect, it } from "vitest";
+import { MAX_HELD_BYTES } from "../../src/node/held-writes.js";
+import { delivery } from "../support/deliveries.js";
+import { attempt, post, serverPerTest, urlOf } from "../support/http.js";
+
+// The body of a held 2xx (node/held-writes.ts) waits in memory until the store has the event. A
+// writer that streams into it gets back-pressure as from a socket (write() false past the
+// response's high-water mark, then "drain"), so pipeline() pauses between chunks; and a body past
+// MAX_HELD_BYTES is not held at all: the answer is cut, the delivery not handled, its claim
+// released for the sender's retry.
+
+const SECRET = "held-writes-secret";
+const serve = serverPerTest();
+
+/** `count` chunks of `size` bytes, as a stream. */
+function source(count: number, size: number): Readable {
+  return Readable.from(
+    (function* () {
+      for (let i = 0; i < count; i++) yield Buffer.alloc(size, 97 + (i % 26));
+    })(),
+  );
+}
+
+/** Counts the writes on `res` that return false (the writer must wait) and the drains after them. */
+function backPressure(res: ServerResponse) {
+  const seen = { refused: 0, drains: 0 };
+  const write = res.write;
+  res.write = function counted(this: ServerResponse, ...args: unknown[]) {
+    const ok = (write as (...args: unknown[]) => boolean).apply(this, args);
+    if (!ok) seen.refused++;
+    return ok;
+  } as ServerResponse["write"];
+  res.on("drain", () => seen.drains++);
+  return seen;
+}
+
+/** The two hosts: an Express app, and bare node:http calling the Express middleware. */
+const hosts = {
+  Express: (route: (res: ServerResponse) => Promise<void>) => {
+    const app = express();
+    const store = new MemoryDedupeStore();
+    app.post("/webhooks", webhookMiddleware({ secret: SECRET, dedupe: { store, ttl: 60_000 } }), (_req, res) => {
+      void route(res);
+    });
+    return createServer(app);
+  },
+  "node:http": (route: (res: ServerResponse) => Promise<void>) => {
+    const middleware = webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 } });
+    return createServer((req, res) => void middleware(req, res, () => void route(res)));
+  },
+};
+
+describe.each(Object.entries(hosts))("on %s, a held 2xx streamed with pipeline()", (_host, host) => {
+  it("waits for drain past the high-water mark, then leaves whole once recorded; a copy is a duplicate", async () => {
+    const size = 16 * 1024;
+    const count = 40;
+    const seen: { refused: number; drains: number }[] = [];
+    const server = await serve(
+      host(async (res) => {
+        res.writeHead(200, { "content-type": "application/octet-stream" });
+        const counts = backPressure(res);
+        await pipeline(source(count, size), res);
+        seen.push(counts);
+      }),
+    );
+    const d = await delivery(SECRET);
+    const first = await post(server, d);
+    expect([first.status, first.text.length]).toEqual([200, count * size]);
+    expect(seen).toHaveLength(1);
+    // pipeline() paused at each refusal until its drain: never more chunks in memory than it allows.
+    expect(seen[0]?.refused).toBeGreaterThan(0);
+    expect(seen[0]?.drains).toBe(seen[0]?.refused);
+    const copy = await post(server, d);
+    expect([copy.status, copy.duplicate]).toEqual([204, "true"]);
+  });
+
+  it("reads writableNeedDrain true while a write waits for drain, and false once it came", async () => {
+    const states: boolean[] = [];
+    const server = await serve(
+      host(async (res) => {
+        res.writeHead(200);
+        const chunk = Buffer.alloc(res.writableHighWaterMark, 97);
+        states.push(res.write(chunk), res.writableNeedDrain);
+        await new Promise((resolve) => res.once("drain", resolve));
+        states.push(res.writableNeedDrain);
+        res.end();
+      }),
+    );
+    const first = await post(server, await delivery(SECRET));
+    expect(first.status).toBe(200);
+    expect(states).toEqual([false, true, false]);
+  });
+
+  it("counts each held write as activity, as Node's own: an idle timeout shorter than the answer does not cut it", async () => {
+    const server = await serve(
+      host(async (res) => {
+        res.setTimeout(500);
+        res.writeHead(200);
+        for (let i = 0; i < 8; i++) {
+          res.write("x");
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        res.end("y");
+      }),
+    );
+    const first = await post(server, await delivery(SECRET));
+    expect([first.status, first.text]).toEqual([200, "xxxxxxxxy"]);
+  });
+
+  it(`cuts a body past ${MAX_HELD_BYTES} bytes: the writer gets an error, the sender no 2xx, and its retry runs the route again`, async () => {
+    const errors: unknown[] = [];
+    let runs = 0;
+    const server = await serve(
+      host(async (res) => {
+        runs++;
+        // The first run streams 2 MiB; the retry answers a small body.
+        res.writeHead(200);
+        await pipeline(runs === 1 ? source(128, 16 * 1024) : source(1, 2), res).catch((error) => errors.push(error));
+      }),
+    );
+    const d = await delivery(SECRET);
+    expect(await attempt(urlOf(server), d)).toBe(0);
+    expect(errors).toHaveLength(1);
+    const retry = await post(server, d);
+    expect([retry.status, retry.text.length, runs]).toEqual([200, 2, 2]);
+  });
+});
