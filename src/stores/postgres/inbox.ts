@@ -1,13 +1,13 @@
 // The transactional inbox: the event id is written in the same transaction as the handler's
 // writes, and that transaction commits only when the receiver has decided the delivery was
 // handled (its final answer is 2xx), before that answer leaves.
-import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
-import { parseDuration, TIMER_MAX } from "../../util/duration.js";
+import { parseDuration } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import type { ClaimResult, DedupeStore } from "../contract.js";
 import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../enlist.js";
-import { checkScope, claimToken, storedId } from "../keys.js";
+import { inboxBasics, inProgress, unavailable as unavailableOn } from "../inbox-shell.js";
+import { claimToken, storedId } from "../keys.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction } from "./drivers.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
 
@@ -55,11 +55,9 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
   readonly #token = `${claimToken()}/`;
 
   constructor(client: Client, options: PostgresInboxOptions) {
-    if (typeof options !== "object" || options === null) {
-      throw new TypeError('flag-webhooks: PostgresInbox needs options with a "scope"');
-    }
+    const basics = inboxBasics(options, "PostgresInbox");
     const { table = "flag_webhooks_inbox" } = options;
-    this.#scope = checkScope(options.scope, "PostgresInbox");
+    this.#scope = basics.scope;
     if (typeof table !== "string" || !TABLE.test(table)) {
       throw new TypeError('flag-webhooks: option "table" must be a table name, optionally "schema.table"');
     }
@@ -69,9 +67,9 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
       .map((part) => `"${part}"`)
       .join(".");
     this.#index = `"${indexName(table.split(".").pop() as string)}"`;
-    this.#retention = parseDuration(options.retention ?? "30d", "retention");
+    this.#retention = basics.retention;
     this.#lockTimeout = parseDuration(options.lockTimeout ?? "2s", "lockTimeout");
-    this.#timeout = parseDuration(options.timeout ?? "5s", "timeout", TIMER_MAX);
+    this.#timeout = basics.timeout;
     if (this.#lockTimeout >= this.#timeout) {
       throw new TypeError('flag-webhooks: option "lockTimeout" must be shorter than "timeout"');
     }
@@ -369,11 +367,4 @@ function storeFailure(error: unknown): boolean {
   return typeof code === "string" && (code === "57014" || code === "53300" || /^(08|57P)/.test(code));
 }
 
-function inProgress(id: string): WebhookError {
-  return new WebhookError("delivery_in_progress", `event ${id} is being handled by another delivery; retry later`);
-}
-
-function unavailable(cause: unknown): WebhookError {
-  if (cause instanceof WebhookError) return cause;
-  return new WebhookError("store_unavailable", "the Postgres inbox is unavailable; retry later", { cause });
-}
+const unavailable = (cause: unknown) => unavailableOn(cause, "Postgres");

@@ -3,13 +3,12 @@
 // was handled (its final answer is 2xx), before that answer leaves. On D1 and a Durable Object's
 // storage, which cannot hold a transaction open, the handler returns its writes and they run at
 // COMMIT, in one batch with the id.
-import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
-import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import type { ClaimResult, DedupeStore } from "../contract.js";
 import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../enlist.js";
-import { checkScope, claimToken, storedId } from "../keys.js";
+import { inboxBasics, inProgress, unavailable as unavailableOn } from "../inbox-shell.js";
+import { claimToken, storedId } from "../keys.js";
 import { type BatchDriver, d1Driver, durableObjectDriver, isD1, isDurableObjectSql } from "./batch.js";
 import {
   asyncDriver,
@@ -63,13 +62,11 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
   readonly #token = claimToken();
 
   constructor(db: Db, options: SqliteInboxOptions) {
-    if (typeof options !== "object" || options === null) {
-      throw new TypeError('flag-webhooks: SqliteInbox needs options with a "scope"');
-    }
-    this.#scope = checkScope(options.scope, "SqliteInbox");
+    const basics = inboxBasics(options, "SqliteInbox");
+    this.#scope = basics.scope;
     this.#sql = statementsFor(options.table ?? "flag_webhooks_inbox");
-    this.#retention = parseDuration(options.retention ?? "30d", "retention");
-    this.#timeout = parseDuration(options.timeout ?? "5s", "timeout", TIMER_MAX);
+    this.#retention = basics.retention;
+    this.#timeout = basics.timeout;
     if (isD1(db)) this.#batch = d1Driver(db);
     else if (isDurableObjectSql(db)) this.#batch = durableObjectDriver(db);
     else if (isAsyncClient(db)) this.#interactive = asyncDriver(db);
@@ -340,11 +337,4 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
 /** How long past its deadline a COMMIT may take to give up and roll back before the call rejects anyway. */
 const COMMIT_GRACE = 1000;
 
-function inProgress(id: string): WebhookError {
-  return new WebhookError("delivery_in_progress", `event ${id} is being handled by another delivery; retry later`);
-}
-
-function unavailable(cause: unknown): WebhookError {
-  if (cause instanceof WebhookError) return cause;
-  return new WebhookError("store_unavailable", "the SQLite inbox is unavailable; retry later", { cause });
-}
+const unavailable = (cause: unknown) => unavailableOn(cause, "SQLite");
