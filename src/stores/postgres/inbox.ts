@@ -266,10 +266,18 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
       begun = await this.#bounded(
         this.#driver.begin(
           {
+            // An id committed and unexpired in this statement's snapshot is answered from that
+            // read, and the insert is not tried: trying it would lock the row (ON CONFLICT DO
+            // UPDATE locks it even when its WHERE is false), and copies of a handled id, replayed
+            // at speed, would each wait for the one before. An id in flight is not in the
+            // snapshot: the insert waits for its transaction, up to lock_timeout, as it must.
             text: `with claim as (
              insert into ${this.#table} (scope, id, state, expires_at)
              select $1::text, $2::text, 'done', now() + $3::bigint * interval '1 millisecond'
              from (select set_config('lock_timeout', $4::text, true), set_config('statement_timeout', $5::text, true)) settings
+             where not exists (
+               select 1 from ${this.#table} where scope = $1::text and id = $2::text and expires_at > now()
+             )
              on conflict (scope, id) do update set state = 'done', token = null, expires_at = excluded.expires_at,
                handled_at = now()
              where ${this.#table}.expires_at <= now()
