@@ -151,7 +151,11 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
       return runEnlisted(
         event,
         unit,
-        () => fn(event, open.transaction.tx as InboxTransaction<Client>, ...context),
+        async () => {
+          const value = await fn(event, open.transaction.tx as InboxTransaction<Client>, ...context);
+          open.transaction.finished();
+          return value;
+        },
         // A statement Postgres cancelled (statement_timeout) or a connection lost under the
         // handler: the store failed, not the handler.
         (error) => (storeFailure(error) || open.transaction.lost() ? unavailable(error) : error),
