@@ -5,6 +5,7 @@
 // could fail at once with SQLITE_BUSY), and marked with a savepoint, so that COMMIT can see
 // whether the handler ended the inbox's transaction itself.
 import { withTimeout } from "../../util/timeout.js";
+import { libsqlTx, syncTx } from "./nested.js";
 import { isBusy, pause, turnsOf } from "./turns.js";
 import type { SqliteAsyncClient, SqliteAsyncTransaction, SqliteConnection, SqliteRow } from "./types.js";
 
@@ -28,6 +29,8 @@ export interface OpenTransaction {
   commit(deadline: number, expired: () => unknown): Promise<void>;
   /** Rolls back. Never rejects. Gives the turn back. */
   rollback(): Promise<void>;
+  /** Throws when the handler left open a transaction it began through `tx` (a savepoint the inbox would commit). */
+  finished(): void;
 }
 
 /** A database with interactive transactions, as the inbox uses it. */
@@ -131,7 +134,7 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
         free();
       };
       return {
-        tx: db,
+        ...syncTx(db, () => !ended),
         query: async (sql, params) => statement(sql).all(...params),
         run: async (sql, params) => void statement(sql).run(...params),
         async commit(commitBy, expired) {
@@ -250,7 +253,7 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
         throw error;
       }
       return {
-        tx,
+        ...libsqlTx(tx, () => !ended),
         query: (sql, params) => run(tx, sql, params),
         run: async (sql, params) => void (await run(tx, sql, params)),
         commit: () =>

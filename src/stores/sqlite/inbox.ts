@@ -223,7 +223,11 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
       rollback: () => open.rollback(),
       retention: this.#retention,
     };
-    return this.#settle(event, unit, () => fn(event, open.tx as InboxTransaction<Db>, ...context));
+    return this.#settle(event, unit, async () => {
+      const value = await fn(event, open.tx as InboxTransaction<Db>, ...context);
+      open.finished();
+      return value;
+    });
   }
 
   /** handle() on D1 or a Durable Object's storage: the handler's statements run at COMMIT, with the id. */
