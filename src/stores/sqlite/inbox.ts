@@ -4,6 +4,7 @@
 // storage, which cannot hold a transaction open, the handler returns its writes and they run at
 // COMMIT, in one batch with the id.
 import type { WebhookEvent } from "../../events.js";
+import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import type { ClaimResult, DedupeStore } from "../contract.js";
 import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../enlist.js";
@@ -58,6 +59,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
   readonly #scope: string;
   readonly #retention: number;
   readonly #timeout: number;
+  readonly #handlerTimeout: number;
   // The value of this instance's DedupeStore claims: release() deletes only rows holding it.
   readonly #token = claimToken();
 
@@ -67,6 +69,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
     this.#sql = statementsFor(options.table ?? "flag_webhooks_inbox");
     this.#retention = basics.retention;
     this.#timeout = basics.timeout;
+    this.#handlerTimeout = parseDuration(options.handlerTimeout ?? "10s", "handlerTimeout", TIMER_MAX);
     if (isD1(db)) this.#batch = d1Driver(db);
     else if (isDurableObjectSql(db)) this.#batch = durableObjectDriver(db);
     else if (isAsyncClient(db)) this.#interactive = asyncDriver(db);
@@ -223,8 +226,20 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
       rollback: () => open.rollback(),
       retention: this.#retention,
     };
+    // The handler holds the connection's one write turn while it runs: past its deadline the
+    // transaction is rolled back and the turn goes on to the next delivery.
+    const late = () => {
+      void open.rollback();
+      return new Error(
+        `flag-webhooks: the handler did not finish within handlerTimeout (${this.#handlerTimeout} ms): rolled back`,
+      );
+    };
     return this.#settle(event, unit, async () => {
-      const value = await fn(event, open.tx as InboxTransaction<Db>, ...context);
+      const value = await withTimeout(
+        fn(event, open.tx as InboxTransaction<Db>, ...context),
+        this.#handlerTimeout,
+        late,
+      );
       open.finished();
       return value;
     });
