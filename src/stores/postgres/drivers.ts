@@ -1,6 +1,8 @@
 // The inbox's view of a Postgres client: statements on their own, and a transaction it can hold
 // open while the receiver decides whether to commit. Each client the inbox takes (a `pg` Pool or
 // Client, postgres.js, an InboxClient) is recognised by its shape; none is imported.
+import { Nesting } from "../nested-transactions.js";
+import { pgTx, postgresJsTx } from "./nested.js";
 import type { InboxClient, InboxRow } from "./types.js";
 
 /** A transaction held open on one connection until the inbox commits or rolls it back. */
@@ -20,6 +22,8 @@ export interface OpenTransaction {
   abort(): void;
   /** Whether the connection was lost under the transaction: then what failed is the store, not the handler. */
   lost(): boolean;
+  /** Throws when the handler left open a transaction it began through `tx` (a savepoint the inbox would commit). */
+  finished(): void;
 }
 
 /** One statement with `$1`… parameters. */
@@ -79,6 +83,7 @@ export function driverFor(client: unknown): Driver {
       (fn) => (sql as unknown as PostgresJsShape).begin(fn as (tx: PostgresJsShape) => Promise<unknown>),
       async (tx, text, params) => [...(await (tx as PostgresJsShape).unsafe(text, [...params]))],
       async (text, params) => [...(await (sql as unknown as PostgresJsShape).unsafe(text, [...params]))],
+      (tx) => postgresJsTx(tx as never),
     );
   }
   if (c && typeof c.transaction === "function" && typeof c.query === "function") {
@@ -109,6 +114,7 @@ function pgTransaction(
   done: (broken: boolean) => void,
   lost: () => boolean = () => false,
 ): OpenTransaction {
+  const nesting = new Nesting();
   const rollback = async () => {
     try {
       await client.query("rollback");
@@ -118,7 +124,7 @@ function pgTransaction(
     }
   };
   return {
-    tx: client,
+    tx: pgTx(client, nesting),
     query: async (text, params) => rowsOf(await client.query(text, [...params])),
     async commit(check) {
       let results: PgResult | PgResult[];
@@ -136,6 +142,7 @@ function pgTransaction(
     rollback,
     abort: () => done(true),
     lost,
+    finished: () => nesting.finished(),
   };
 }
 
@@ -291,11 +298,12 @@ function heldOpen(
   transaction: (fn: (tx: unknown) => Promise<unknown>) => Promise<unknown>,
   inside: (tx: unknown, text: string, params: readonly unknown[]) => Promise<readonly InboxRow[]>,
   outside: (text: string, params: readonly unknown[]) => Promise<readonly InboxRow[]>,
+  forHandler: (tx: unknown) => unknown = (tx) => tx,
 ): Driver {
   return {
     query: outside,
     async begin(first, signal) {
-      const open = await heldTransaction(transaction, inside);
+      const open = await heldTransaction(transaction, inside, forHandler);
       return firstOf(open, signal, () => open.query(first.text, first.params));
     },
   };
@@ -305,6 +313,7 @@ function heldOpen(
 function heldTransaction(
   transaction: (fn: (tx: unknown) => Promise<unknown>) => Promise<unknown>,
   inside: (tx: unknown, text: string, params: readonly unknown[]) => Promise<readonly InboxRow[]>,
+  forHandler: (tx: unknown) => unknown,
 ): Promise<OpenTransaction> {
   return new Promise<OpenTransaction>((opened, failed) => {
     let decide: (check: string | undefined) => void = () => {};
@@ -315,7 +324,7 @@ function heldTransaction(
     const ended = transaction(async (tx: unknown) => {
       began = true;
       opened({
-        tx,
+        tx: forHandler(tx),
         query: (text, params) => inside(tx, text, params),
         async commit(check) {
           decide(check);
@@ -327,6 +336,7 @@ function heldTransaction(
         },
         abort: () => decide(undefined),
         lost: () => false,
+        finished: () => {},
       });
       const check = await decision;
       if (check === undefined) throw ROLLBACK;

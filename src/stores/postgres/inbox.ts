@@ -1,13 +1,13 @@
 // The transactional inbox: the event id is written in the same transaction as the handler's
 // writes, and that transaction commits only when the receiver has decided the delivery was
 // handled (its final answer is 2xx), before that answer leaves.
-import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
 import type { ClaimResult, DedupeStore } from "../../store-contract/dedupe-store.js";
 import { duplicateReply, type Enlisted, inboxHandler, runEnlisted } from "../../store-contract/enlist.js";
-import { checkScope, claimToken, storedId } from "../../store-contract/keys.js";
-import { parseDuration, TIMER_MAX } from "../../util/duration.js";
+import { claimToken, storedId } from "../../store-contract/keys.js";
+import { parseDuration } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
+import { inboxBasics, inProgress, unavailable as unavailableOn } from "../inbox-shell.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction } from "./drivers.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
 
@@ -55,11 +55,9 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
   readonly #token = `${claimToken()}/`;
 
   constructor(client: Client, options: PostgresInboxOptions) {
-    if (typeof options !== "object" || options === null) {
-      throw new TypeError('flag-webhooks: PostgresInbox needs options with a "scope"');
-    }
+    const basics = inboxBasics(options, "PostgresInbox");
     const { table = "flag_webhooks_inbox" } = options;
-    this.#scope = checkScope(options.scope, "PostgresInbox");
+    this.#scope = basics.scope;
     if (typeof table !== "string" || !TABLE.test(table)) {
       throw new TypeError('flag-webhooks: option "table" must be a table name, optionally "schema.table"');
     }
@@ -69,9 +67,9 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
       .map((part) => `"${part}"`)
       .join(".");
     this.#index = `"${indexName(table.split(".").pop() as string)}"`;
-    this.#retention = parseDuration(options.retention ?? "30d", "retention");
+    this.#retention = basics.retention;
     this.#lockTimeout = parseDuration(options.lockTimeout ?? "2s", "lockTimeout");
-    this.#timeout = parseDuration(options.timeout ?? "5s", "timeout", TIMER_MAX);
+    this.#timeout = basics.timeout;
     if (this.#lockTimeout >= this.#timeout) {
       throw new TypeError('flag-webhooks: option "lockTimeout" must be shorter than "timeout"');
     }
@@ -153,7 +151,11 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
       return runEnlisted(
         delivery,
         unit,
-        () => fn(event, open.transaction.tx as InboxTransaction<Client>, ...context),
+        async () => {
+          const value = await fn(event, open.transaction.tx as InboxTransaction<Client>, ...context);
+          open.transaction.finished();
+          return value;
+        },
         // A statement Postgres cancelled (statement_timeout) or a connection lost under the
         // handler: the store failed, not the handler.
         (error) => (storeFailure(error) || open.transaction.lost() ? unavailable(error) : error),
@@ -267,10 +269,18 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
       begun = await this.#bounded(
         this.#driver.begin(
           {
+            // An id committed and unexpired in this statement's snapshot is answered from that
+            // read, and the insert is not tried: trying it would lock the row (ON CONFLICT DO
+            // UPDATE locks it even when its WHERE is false), and copies of a handled id, replayed
+            // at speed, would each wait for the one before. An id in flight is not in the
+            // snapshot: the insert waits for its transaction, up to lock_timeout, as it must.
             text: `with claim as (
              insert into ${this.#table} (scope, id, state, expires_at)
              select $1::text, $2::text, 'done', now() + $3::bigint * interval '1 millisecond'
              from (select set_config('lock_timeout', $4::text, true), set_config('statement_timeout', $5::text, true)) settings
+             where not exists (
+               select 1 from ${this.#table} where scope = $1::text and id = $2::text and expires_at > now()
+             )
              on conflict (scope, id) do update set state = 'done', token = null, expires_at = excluded.expires_at,
                handled_at = now()
              where ${this.#table}.expires_at <= now()
@@ -368,11 +378,4 @@ function storeFailure(error: unknown): boolean {
   return typeof code === "string" && (code === "57014" || code === "53300" || /^(08|57P)/.test(code));
 }
 
-function inProgress(id: string): WebhookError {
-  return new WebhookError("delivery_in_progress", `event ${id} is being handled by another delivery; retry later`);
-}
-
-function unavailable(cause: unknown): WebhookError {
-  if (cause instanceof WebhookError) return cause;
-  return new WebhookError("store_unavailable", "the Postgres inbox is unavailable; retry later", { cause });
-}
+const unavailable = (cause: unknown) => unavailableOn(cause, "Postgres");

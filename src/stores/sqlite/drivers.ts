@@ -5,6 +5,7 @@
 // could fail at once with SQLITE_BUSY), and marked with a savepoint, so that COMMIT can see
 // whether the handler ended the inbox's transaction itself.
 import { withTimeout } from "../../util/timeout.js";
+import { libsqlTx, syncTx } from "./nested.js";
 import { isBusy, pause, turnsOf } from "./turns.js";
 import type { SqliteAsyncClient, SqliteAsyncTransaction, SqliteConnection, SqliteRow } from "./types.js";
 
@@ -28,12 +29,20 @@ export interface OpenTransaction {
   commit(deadline: number, expired: () => unknown): Promise<void>;
   /** Rolls back. Never rejects. Gives the turn back. */
   rollback(): Promise<void>;
+  /** Throws when the handler left open a transaction it began through `tx` (a savepoint the inbox would commit). */
+  finished(): void;
 }
 
 /** A database with interactive transactions, as the inbox uses it. */
 export interface InteractiveDriver {
   /** Takes this connection's turn and the write lock, waiting for either until `deadline`. */
   begin(deadline: number, expired: () => unknown): Promise<OpenTransaction>;
+  /**
+   * The rows of a read of committed rows only, made at once without the turn or any lock; or
+   * undefined when it cannot be made so now (a transaction of the inbox is open on the
+   * connection, whose uncommitted rows the read would see, or the file is locked or failing).
+   */
+  committed(sql: string, params: readonly Param[]): SqliteRow[] | undefined;
 }
 
 /** The savepoint that marks the inbox's transaction; gone if the handler ended it. */
@@ -102,6 +111,8 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
   };
   const turns = turnsOf(db);
   return {
+    committed: (sql, params) =>
+      turns.free ? readWithoutWaiting(connection, busyTimeout, () => statement(sql).all(...params)) : undefined,
     async begin(deadline, expired) {
       const free = await turns.take(deadline, expired);
       // The app's own busy_timeout, read once, and put back after each statement run without it.
@@ -109,7 +120,7 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
       try {
         previous = busyTimeout();
         await untilLocked(
-          () => withoutWaiting(connection, previous, `begin immediate; savepoint ${MARK}`),
+          () => withoutWaiting(connection, previous, () => connection.exec(`begin immediate; savepoint ${MARK}`)),
           deadline,
           expired,
         );
@@ -123,7 +134,7 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
         free();
       };
       return {
-        tx: db,
+        ...syncTx(db, () => !ended),
         query: async (sql, params) => statement(sql).all(...params),
         run: async (sql, params) => void statement(sql).run(...params),
         async commit(commitBy, expired) {
@@ -138,7 +149,11 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
             // busy_timeout, which would wait with the event loop stopped, and again after pauses
             // (a failed COMMIT leaves the transaction open, to try again). One that still fails
             // (the readers stay, a full disk) is rolled back, and the delivery is not handled.
-            await untilLocked(() => withoutWaiting(connection, previous, "commit"), commitBy, expired);
+            await untilLocked(
+              () => withoutWaiting(connection, previous, () => connection.exec("commit")),
+              commitBy,
+              expired,
+            );
           } catch (error) {
             rollback();
             throw error;
@@ -156,24 +171,34 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
   };
 }
 
+/**
+ * A read made at once, without waiting for a lock (on a rollback journal a writer's COMMIT keeps
+ * readers out for its moment): undefined when it is locked out, or fails; the transaction's own
+ * read then says which, and answers it.
+ */
+function readWithoutWaiting(connection: SyncShape, busyTimeout: () => number, read: () => SqliteRow[]) {
+  try {
+    return withoutWaiting(connection, busyTimeout(), read);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The busy_timeout in the row `pragma busy_timeout` gave, as each driver names its column. */
 function busyTimeoutOf(current: SqliteRow | undefined): number {
   return Math.max(0, Math.floor(Number(current?.timeout ?? Object.values(current ?? {})[0] ?? 0)));
 }
 
 /**
- * Runs `sql` (BEGIN IMMEDIATE, COMMIT) with the connection's busy_timeout at 0, so a lock held
- * elsewhere fails at once (and is waited for in untilLocked, the event loop free); the app's own
- * busy_timeout (`previous`) is put back at once.
+ * Runs `step` (BEGIN IMMEDIATE, COMMIT, a read) with the connection's busy_timeout at 0, so a
+ * lock held elsewhere fails at once (and is waited for in untilLocked, the event loop free); the
+ * app's own busy_timeout (`previous`) is put back at once.
  */
-function withoutWaiting(connection: SyncShape, previous: number, sql: string): void {
-  if (previous === 0) {
-    connection.exec(sql);
-    return;
-  }
+function withoutWaiting<T>(connection: SyncShape, previous: number, step: () => T): T {
+  if (previous === 0) return step();
   connection.exec("pragma busy_timeout = 0");
   try {
-    connection.exec(sql);
+    return step();
   } finally {
     connection.exec(`pragma busy_timeout = ${previous}`);
   }
@@ -193,6 +218,9 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
   const run = async (on: SqliteAsyncTransaction, sql: string, params: readonly Param[] = []) =>
     rowsOf((await on.execute({ sql, args: params as never[] })).rows);
   return {
+    // The client's reads run on a connection of their own, but libSQL runs a local file's
+    // statements synchronously: a read that waits for a lock would stop the event loop.
+    committed: () => undefined,
     async begin(deadline, expired) {
       const free = await turns.take(deadline, expired);
       let tx: SqliteAsyncTransaction;
@@ -225,7 +253,7 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
         throw error;
       }
       return {
-        tx,
+        ...libsqlTx(tx, () => !ended),
         query: (sql, params) => run(tx, sql, params),
         run: async (sql, params) => void (await run(tx, sql, params)),
         commit: () =>

@@ -3,7 +3,6 @@
 // was handled (its final answer is 2xx), before that answer leaves. On D1 and a Durable Object's
 // storage, which cannot hold a transaction open, the handler returns its writes and they run at
 // COMMIT, in one batch with the id.
-import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
 import type { ClaimResult, DedupeStore } from "../../store-contract/dedupe-store.js";
 import {
@@ -13,9 +12,10 @@ import {
   type Participation,
   runEnlisted,
 } from "../../store-contract/enlist.js";
-import { checkScope, claimToken, storedId } from "../../store-contract/keys.js";
+import { claimToken, storedId } from "../../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
+import { inboxBasics, inProgress, unavailable as unavailableOn } from "../inbox-shell.js";
 import { type BatchDriver, d1Driver, durableObjectDriver, isD1, isDurableObjectSql } from "./batch.js";
 import {
   asyncDriver,
@@ -65,17 +65,17 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
   readonly #scope: string;
   readonly #retention: number;
   readonly #timeout: number;
+  readonly #handlerTimeout: number;
   // The value of this instance's DedupeStore claims: release() deletes only rows holding it.
   readonly #token = claimToken();
 
   constructor(db: Db, options: SqliteInboxOptions) {
-    if (typeof options !== "object" || options === null) {
-      throw new TypeError('flag-webhooks: SqliteInbox needs options with a "scope"');
-    }
-    this.#scope = checkScope(options.scope, "SqliteInbox");
+    const basics = inboxBasics(options, "SqliteInbox");
+    this.#scope = basics.scope;
     this.#sql = statementsFor(options.table ?? "flag_webhooks_inbox");
-    this.#retention = parseDuration(options.retention ?? "30d", "retention");
-    this.#timeout = parseDuration(options.timeout ?? "5s", "timeout", TIMER_MAX);
+    this.#retention = basics.retention;
+    this.#timeout = basics.timeout;
+    this.#handlerTimeout = parseDuration(options.handlerTimeout ?? "10s", "handlerTimeout", TIMER_MAX);
     if (isD1(db)) this.#batch = d1Driver(db);
     else if (isDurableObjectSql(db)) this.#batch = durableObjectDriver(db);
     else if (isAsyncClient(db)) this.#interactive = asyncDriver(db);
@@ -209,6 +209,14 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
     context: Context,
   ): Promise<unknown> {
     const id = await storedId(event.id);
+    // A copy of a handled id is answered from what is committed, without waiting for the turn
+    // or the write lock: copies replayed at speed then cost a read each, and hold up nobody.
+    const committed = (this.#interactive as InteractiveDriver).committed(this.#sql.state, [
+      this.#scope,
+      id,
+      Date.now(),
+    ]);
+    if (committed?.[0]?.state === "done") return duplicateReply();
     const open = await this.#begin();
     let state: string;
     try {
@@ -228,7 +236,23 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
       rollback: () => open.rollback(),
       retention: this.#retention,
     };
-    return this.#settle(delivery, unit, () => fn(event, open.tx as InboxTransaction<Db>, ...context));
+    // The handler holds the connection's one write turn while it runs: past its deadline the
+    // transaction is rolled back and the turn goes on to the next delivery.
+    const late = () => {
+      void open.rollback();
+      return new Error(
+        `flag-webhooks: the handler did not finish within handlerTimeout (${this.#handlerTimeout} ms): rolled back`,
+      );
+    };
+    return this.#settle(delivery, unit, async () => {
+      const value = await withTimeout(
+        fn(event, open.tx as InboxTransaction<Db>, ...context),
+        this.#handlerTimeout,
+        late,
+      );
+      open.finished();
+      return value;
+    });
   }
 
   /** handle() on D1 or a Durable Object's storage: the handler's statements run at COMMIT, with the id. */
@@ -357,11 +381,4 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
 /** How long past its deadline a COMMIT may take to give up and roll back before the call rejects anyway. */
 const COMMIT_GRACE = 1000;
 
-function inProgress(id: string): WebhookError {
-  return new WebhookError("delivery_in_progress", `event ${id} is being handled by another delivery; retry later`);
-}
-
-function unavailable(cause: unknown): WebhookError {
-  if (cause instanceof WebhookError) return cause;
-  return new WebhookError("store_unavailable", "the SQLite inbox is unavailable; retry later", { cause });
-}
+const unavailable = (cause: unknown) => unavailableOn(cause, "SQLite");

@@ -8,6 +8,11 @@ export class Turns {
   #held = false;
   readonly #waiting: { grant: () => void }[] = [];
 
+  /** Whether nobody holds the turn: then no transaction of an inbox is open on the connection. */
+  get free(): boolean {
+    return !this.#held;
+  }
+
   /**
    * Waits for the turn until `deadline` (ms since the epoch); past it, rejects with `expired()`
    * and leaves the queue.

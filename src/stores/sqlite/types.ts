@@ -141,4 +141,13 @@ export interface SqliteInboxOptions {
    * `Retry-After`. Default `"5s"`. At most 2³¹−1 ms (a timer waits no longer), else a `TypeError`.
    */
   timeout?: number | string;
+  /**
+   * How long a handler may run in its transaction, which holds the connection's one write turn:
+   * past it, the inbox rolls the transaction back and gives the turn to the next delivery, the
+   * late handler's statements through `tx` fail, and the delivery answers `500 handler_error`
+   * (the sender's retry runs it again). Default `"10s"`: twice `timeout`'s default, which is how
+   * long the deliveries queued behind a handler wait for their turn before each answers 503.
+   * Not on D1 and Durable Objects, whose handlers hold no transaction.
+   */
+  handlerTimeout?: number | string;
 }

@@ -13,6 +13,7 @@ import { PostgresInbox } from "flag-webhooks/postgres";
 import { createEvent, signedDelivery, signedRequest } from "flag-webhooks/testing";
 import Koa from "koa";
 import type pg from "pg";
+import { Query as PgQuery } from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { expressServer } from "../../support/express.js";
 import { effectsDatabase } from "../../support/postgres-effects.js";
@@ -263,30 +264,42 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
     }
   });
 
-  it("a handler that ends the transaction itself never gets a 2xx: a COMMIT through tx, or a ROLLBACK it swallows", async () => {
+  it("a handler that ends the transaction itself never gets a 2xx: a COMMIT sent past the inbox's savepoints (a pg Submittable)", async () => {
+    // A Submittable (pg.Query, a cursor) goes to the connection as it is: the one way left to
+    // send COMMIT through tx without the inbox turning it into a savepoint, or refusing it.
     const inbox = new PostgresInbox(pool(), { scope: "ended-by-handler" });
     const errors: unknown[] = [];
-    const ends = ["commit", "rollback"];
-    let next = 0;
     const url = await serve(
       expressServer({
         secret: SECRET,
         onError: (error) => void errors.push(error),
         onEvent: inbox.handle(async (event, tx) => {
-          await tx.query(ends[next++] as string);
+          await new Promise((resolve, reject) => {
+            tx.query(new PgQuery("commit", [], (error?: Error) => (error ? reject(error) : resolve(undefined))));
+          });
           // Outside the inbox's transaction now: this write commits on its own.
           await tx.query("insert into effects (event_id) values ($1)", [event.id]);
         }),
       }),
     );
-    for (const end of ends) {
-      const { send } = copies();
-      expect((await post(url, await send())).status, end).toBe(503);
-    }
+    const { send } = copies();
+    expect((await post(url, await send())).status).toBe(503);
     expect(errors.map((error) => String((error as Error).message))).toEqual([
       expect.stringMatching(/ended by the handler/),
-      expect.stringMatching(/ended by the handler/),
     ]);
+    expect(await openTransactions()).toBe(0);
+  });
+
+  it("a COMMIT or a ROLLBACK through tx with no BEGIN of the handler's is refused: swallowed, the inbox's transaction goes on, once", async () => {
+    const inbox = new PostgresInbox(pool(), { scope: "refused-ends" });
+    const url = await effectReceiver(inbox, async (event, tx) => {
+      for (const end of ["commit", "rollback"]) await tx.query(end).catch(() => {});
+      await tx.query("insert into effects (event_id) values ($1)", [`${event.id}-after`]);
+    });
+    const { event, send } = copies();
+    expect((await post(url, await send())).status).toBe(204);
+    expect((await post(url, await send())).status).toBe(204);
+    expect([await effects(event.id), await effects(`${event.id}-after`)]).toEqual([1, 1]);
     expect(await openTransactions()).toBe(0);
   });
 

@@ -144,37 +144,94 @@ describe("SqliteInbox when the database fails", () => {
   });
 });
 
-describe("a handler that ends the inbox's transaction itself: never a 2xx", () => {
+describe("a handler's COMMIT, ROLLBACK or BEGIN through tx: never the inbox's transaction ended", () => {
   const { db } = fresh();
-  const cases: [name: string, end: (tx: Database.Database) => void, after: string][] = [
-    ["COMMIT through tx", (tx) => tx.exec("commit"), "the id committed mid-handler: the retry is a duplicate"],
-    ["ROLLBACK through tx", (tx) => tx.exec("rollback"), "nothing committed: the retry runs it"],
-    [
-      "COMMIT then BEGIN through tx",
-      (tx) => tx.exec("commit; begin"),
-      "the id committed mid-handler: the retry is a duplicate",
-    ],
+  const cases: [name: string, end: (tx: Database.Database) => void][] = [
+    ["COMMIT through tx", (tx) => tx.exec("commit")],
+    ["ROLLBACK through tx", (tx) => tx.exec("rollback")],
+    ["COMMIT then BEGIN through tx", (tx) => tx.exec("commit; begin")],
+    ["END through tx, prepared", (tx) => tx.prepare("end transaction").run()],
   ];
-  it.each(cases)("%s: 503, and after the retry the effect is there once", async (_name, end) => {
-    const misbehave = new Set<string>();
-    const send = await receiver(
-      "Express",
-      new SqliteInbox(db, { scope: `ends-${randomUUID()}` }).handle((event, tx) => {
-        tx.prepare("insert into effects (event_id) values (?)").run(event.id);
-        if (misbehave.delete(event.id)) end(tx);
-      }),
-    );
+  it.each(cases)(
+    "%s, with no BEGIN before it: refused in the handler (500), nothing committed, the retry runs it once",
+    async (_name, end) => {
+      const misbehave = new Set<string>();
+      const errors: unknown[] = [];
+      const send = await receiver(
+        "Express",
+        new SqliteInbox(db, { scope: `ends-${randomUUID()}` }).handle((event, tx) => {
+          tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+          if (misbehave.delete(event.id)) end(tx);
+        }),
+        { onError: (error) => void errors.push(error) },
+      );
+      const id = `evt_${randomUUID()}`;
+      misbehave.add(id);
+      const answer = await send(body(id));
+      expect([answer.status, answer.json?.error?.code]).toEqual([500, "handler_error"]);
+      expect(String((errors[0] as Error).message)).toMatch(/return to commit, throw to roll back/);
+      expect(db.inTransaction).toBe(false);
+      expect(effects(db, id)).toBe(0);
+      expect((await send(body(id))).status).toBe(204);
+      expect(effects(db, id)).toBe(1);
+    },
+  );
+
+  it("BEGIN … COMMIT through tx is a savepoint: nothing commits before the answer, the id and the writes once", async () => {
+    const seen: number[] = [];
+    const other = new Database(db.name);
+    opened.push(other);
+    const onEvent = new SqliteInbox(db, { scope: "begin-commit" }).handle((event, tx) => {
+      tx.exec("BEGIN IMMEDIATE");
+      tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+      tx.exec("/* done */ COMMIT");
+      seen.push(effects(other, event.id));
+    });
     const id = `evt_${randomUUID()}`;
-    misbehave.add(id);
-    const answer = await send(body(id));
-    expect([answer.status, answer.json?.error?.code]).toEqual([503, "store_unavailable"]);
-    expect(db.inTransaction).toBe(false);
-    const retry = await send(body(id));
-    expect(retry.status).toBe(204);
+    expect(await onEvent({ id } as WebhookEvent)).toBeUndefined();
+    expect(seen).toEqual([0]);
+    expect(await onEvent({ id } as WebhookEvent)).toMatchObject({ status: 204 });
     expect(effects(db, id)).toBe(1);
   });
 
-  it("BEGIN through tx inside the transaction fails in the handler: 500, rolled back, the retry runs it", async () => {
+  it("a throw after its own COMMIT: 500, nothing committed, the retry runs it again", async () => {
+    let runs = 0;
+    const send = await receiver(
+      "Express",
+      new SqliteInbox(db, { scope: "throw-after-commit" }).handle((event, tx) => {
+        runs++;
+        tx.exec("begin");
+        tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+        tx.exec("commit");
+        if (runs === 1) throw new Error("fails after its COMMIT");
+      }),
+      { onError: () => {} },
+    );
+    const id = `evt_${randomUUID()}`;
+    expect((await send(body(id))).status).toBe(500);
+    expect(effects(db, id)).toBe(0);
+    expect((await send(body(id))).status).toBe(204);
+    expect([runs, effects(db, id)]).toEqual([2, 1]);
+  });
+
+  it("a ROLLBACK it catches, then more writes: the rolled-back part undone, the rest once", async () => {
+    const onEvent = new SqliteInbox(db, { scope: "caught-rollback" }).handle((event, tx) => {
+      try {
+        tx.exec("begin");
+        tx.prepare("insert into effects (event_id) values (?)").run(`${event.id}-undone`);
+        throw new Error("inner");
+      } catch {
+        tx.exec("rollback");
+      }
+      tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+    });
+    const id = `evt_${randomUUID()}`;
+    expect(await onEvent({ id } as WebhookEvent)).toBeUndefined();
+    expect(await onEvent({ id } as WebhookEvent)).toMatchObject({ status: 204 });
+    expect([effects(db, id), effects(db, `${id}-undone`)]).toEqual([1, 0]);
+  });
+
+  it("a BEGIN never ended fails the handler: 500, rolled back, the retry runs it; BEGIN EXCLUSIVE is refused", async () => {
     let first = true;
     const send = await receiver(
       "Express",
@@ -185,12 +242,17 @@ describe("a handler that ends the inbox's transaction itself: never a 2xx", () =
           tx.exec("begin");
         }
       }),
+      { onError: () => {} },
     );
     const id = `evt_${randomUUID()}`;
     expect((await send(body(id))).status).toBe(500);
     expect(effects(db, id)).toBe(0);
     expect((await send(body(id))).status).toBe(204);
     expect(effects(db, id)).toBe(1);
+    const exclusive = new SqliteInbox(db, { scope: "exclusive" }).handle((_event, tx) => {
+      tx.exec("begin exclusive");
+    });
+    await expect(exclusive({ id } as WebhookEvent)).rejects.toThrow(/cannot be a savepoint/);
   });
 
   it("a savepoint of the handler's own (its ORM's nested transaction) is fine: 204", async () => {

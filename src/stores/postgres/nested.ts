@@ -1,0 +1,81 @@
+// What a Postgres handler gets as `tx`: the client itself, but with its transaction statements
+// routed through the one rule of src/stores/nested-transactions.ts. On pg they become savepoints
+// (node-postgres has no transaction helper: its docs show BEGIN, COMMIT and ROLLBACK sent through
+// client.query, the pattern a handler reuses); postgres.js has its own nested transactions
+// (tx.savepoint), so a transaction statement sent through its tx is refused, naming it.
+import { type Nesting, stepsOf } from "../nested-transactions.js";
+
+/** A pg client's query, as the handler may call it: text or a config, values, a callback. */
+type PgQuery = (...args: unknown[]) => unknown;
+
+/**
+ * `client` for the handler: every method as it is, but `query` sends a text that begins, commits
+ * or rolls back a transaction as the savepoints `nesting` says (one statement at a time; the
+ * result of a text of several is the list of each one's result, as pg gives it).
+ */
+export function pgTx(client: object, nesting: Nesting): unknown {
+  const target = client as { query: PgQuery };
+  const query: PgQuery = (...args) => {
+    const [config] = args;
+    const text = typeof config === "string" ? config : textOf(config);
+    const steps = text === undefined ? undefined : stepsOf(text, "postgres");
+    if (!steps) return target.query(...args);
+    const callback = [...args, (config as { callback?: unknown }).callback].find(
+      (arg): arg is (error: unknown, result?: unknown) => void => typeof arg === "function",
+    );
+    const done = nesting
+      .runAsync(steps, (sql) => target.query(sql) as Promise<unknown>)
+      .then((results) => (results.length === 1 ? results[0] : results));
+    if (!callback) return done;
+    done.then(
+      (result) => callback(null, result),
+      (error: unknown) => callback(error),
+    );
+    return undefined;
+  };
+  return forwarding(client, { query });
+}
+
+/** A pg query config's text, unless it is a Submittable (a cursor, a stream), which is sent as it is. */
+function textOf(config: unknown): string | undefined {
+  const c = config as { text?: unknown; submit?: unknown } | null;
+  return typeof c?.text === "string" && typeof c.submit !== "function" ? c.text : undefined;
+}
+
+/**
+ * postgres.js's `tx` for the handler: as it is, but a statement that begins, commits or rolls
+ * back a transaction (tagged, or through `unsafe`) throws at once, naming `tx.savepoint`.
+ */
+export function postgresJsTx(tx: (...args: never[]) => unknown): unknown {
+  const check = (text: string) => {
+    const steps = stepsOf(text, "postgres");
+    if (!steps) return;
+    const statement = steps.find((step) => step.control !== undefined || step.refused !== undefined)?.sql ?? text;
+    throw new Error(
+      `flag-webhooks: refused through the inbox's tx: ${statement.slice(0, 80)}: the handler runs inside the inbox's transaction; for a transaction of its own, use postgres.js's tx.savepoint(async (sp) => …), which rolls back only its part`,
+    );
+  };
+  const unsafe = (text: unknown, ...rest: unknown[]) => {
+    if (typeof text === "string") check(text);
+    return (tx as unknown as { unsafe: PgQuery }).unsafe(text, ...rest);
+  };
+  return new Proxy(tx, {
+    apply(target, self, args: unknown[]) {
+      const strings = args[0] as { raw?: unknown } | undefined;
+      if (Array.isArray(strings) && Array.isArray(strings.raw)) check(strings.join(" $ "));
+      return Reflect.apply(target, self, args);
+    },
+    get: (target, key) => (key === "unsafe" ? unsafe : Reflect.get(target, key)),
+  });
+}
+
+/** `target` with `own` in place of its methods of those names; its other methods called on it. */
+function forwarding(target: object, own: Record<string, unknown>): unknown {
+  return new Proxy(target, {
+    get(object, key) {
+      if (Object.hasOwn(own, key)) return own[key as string];
+      const value = Reflect.get(object, key, object);
+      return typeof value === "function" ? value.bind(object) : value;
+    },
+  });
+}

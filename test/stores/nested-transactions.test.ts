@@ -1,0 +1,132 @@
+import { describe, expect, it } from "vitest";
+import { Nesting, stepsOf } from "../../src/stores/nested-transactions.js";
+
+// How the inboxes read a handler's statements for the ones that begin, commit or roll back a
+// transaction (whatever their case, spacing and comments), and what those become: savepoints,
+// or a refusal. The databases' side is tested on real Postgres and SQLite files beside the
+// inboxes' tests.
+
+/** What each statement of `text` does, in order; undefined when the text is sent as it is. */
+const controls = (text: string, dialect: "postgres" | "sqlite" = "postgres") =>
+  stepsOf(text, dialect)?.map((step) => step.control ?? (step.refused ? "refused" : "-"));
+
+describe("stepsOf: the statements that begin, commit or roll back a transaction", () => {
+  it.each([
+    ["BEGIN", ["begin"]],
+    ["  begin work ;", ["begin"]],
+    ["Begin Transaction", ["begin"]],
+    ["start transaction", ["begin"]],
+    ["/* a comment */ -- and a line\n COMMIT", ["commit"]],
+    ["/* nested /* comments */ still */ commit", ["commit"]],
+    ["end", ["commit"]],
+    ["END TRANSACTION", ["commit"]],
+    ["commit work and no chain", ["commit"]],
+    ["commit and chain", ["commit-chain"]],
+    ["rollback", ["rollback"]],
+    ["abort", ["rollback"]],
+    ["ROLLBACK AND CHAIN", ["rollback-chain"]],
+    ["begin; insert into t values ('a;b'); commit", ["begin", "-", "commit"]],
+    ["begin isolation level serializable", ["refused"]],
+    ["begin read only", ["refused"]],
+    ["start transaction deferrable", ["refused"]],
+    ["prepare transaction 'x'", ["refused"]],
+    ["commit prepared 'x'", ["refused"]],
+    ["rollback prepared 'x'", ["refused"]],
+  ])("postgres: %j", (text, expected) => {
+    expect(controls(text)).toEqual(expected);
+  });
+
+  it.each([
+    "insert into t (note) values ('commit')",
+    "insert into t (note) values (E'it\\'s; commit')",
+    "select $$ begin; commit $$",
+    "select $body$ rollback $body$",
+    'select "commit" from t',
+    "-- commit\nselect 1",
+    "/* rollback */ select 1",
+    "rollback to savepoint mine",
+    "rollback work to mine",
+    "savepoint mine",
+    "release savepoint mine",
+    "select case when true then 1 end",
+    "prepare plan as select 1",
+    "",
+  ])("postgres, sent as it is: %j", (text) => {
+    expect(controls(text)).toBeUndefined();
+  });
+
+  it.each([
+    ["begin", ["begin"]],
+    ["BEGIN DEFERRED", ["begin"]],
+    ["begin immediate transaction", ["begin"]],
+    ["begin exclusive", ["refused"]],
+    ["commit transaction", ["commit"]],
+    ["end", ["commit"]],
+    ["rollback", ["rollback"]],
+    ["commit; begin", ["commit", "begin"]],
+    ["insert into `commit` values (1); commit", ["-", "commit"]],
+  ])("sqlite: %j", (text, expected) => {
+    expect(controls(text, "sqlite")).toEqual(expected);
+  });
+
+  it.each(["abort", "start transaction", "select [commit] from t", "/* /* */ select 1", "rollback to mine"])(
+    "sqlite, sent as it is (or not a transaction statement there): %j",
+    (text) => {
+      expect(controls(text, "sqlite")).toBeUndefined();
+    },
+  );
+});
+
+describe("Nesting: what the statements become", () => {
+  const run = (nesting: Nesting, text: string) => {
+    const sent: string[] = [];
+    nesting.run(stepsOf(text, "postgres") ?? [], (sql) => void sent.push(sql));
+    return sent;
+  };
+
+  it("savepoints, one per level, released or rolled back to in order", () => {
+    const nesting = new Nesting();
+    expect(run(nesting, "begin; begin")).toEqual([
+      "savepoint flag_webhooks_nested_1",
+      "savepoint flag_webhooks_nested_2",
+    ]);
+    expect(nesting.depth).toBe(2);
+    expect(run(nesting, "rollback")).toEqual([
+      "rollback to savepoint flag_webhooks_nested_2",
+      "release savepoint flag_webhooks_nested_2",
+    ]);
+    expect(run(nesting, "commit and chain")).toEqual([
+      "release savepoint flag_webhooks_nested_1",
+      "savepoint flag_webhooks_nested_1",
+    ]);
+    expect(run(nesting, "rollback and chain")).toEqual(["rollback to savepoint flag_webhooks_nested_1"]);
+    expect(() => nesting.finished()).toThrow(/never ended/);
+    expect(run(nesting, "commit")).toEqual(["release savepoint flag_webhooks_nested_1"]);
+    expect(nesting.depth).toBe(0);
+    expect(() => nesting.finished()).not.toThrow();
+  });
+
+  it("a COMMIT or ROLLBACK with nothing begun is refused, and nothing is sent", () => {
+    for (const text of ["commit", "rollback", "end"]) {
+      const nesting = new Nesting();
+      expect(() => run(nesting, text)).toThrow(/return to commit, throw to roll back/);
+    }
+  });
+
+  it("a COMMIT whose RELEASE fails rolls back to its savepoint, and throws what failed", () => {
+    const nesting = new Nesting();
+    run(nesting, "begin");
+    const sent: string[] = [];
+    const failing = (sql: string) => {
+      sent.push(sql);
+      if (sql.startsWith("release") && sent.length === 1) throw new Error("current transaction is aborted");
+    };
+    expect(() => nesting.run(stepsOf("commit", "postgres") ?? [], failing)).toThrow("current transaction is aborted");
+    expect(sent).toEqual([
+      "release savepoint flag_webhooks_nested_1",
+      "rollback to savepoint flag_webhooks_nested_1",
+      "release savepoint flag_webhooks_nested_1",
+    ]);
+    expect(nesting.depth).toBe(0);
+  });
+});

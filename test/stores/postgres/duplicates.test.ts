@@ -1,0 +1,107 @@
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { WebhookEvent } from "flag-webhooks";
+import { PostgresInbox } from "flag-webhooks/postgres";
+import postgres from "postgres";
+import { afterAll, describe, expect, it } from "vitest";
+import { effectsDatabase } from "../../support/postgres-effects.js";
+import { postgresAvailability } from "../../support/postgres-server.js";
+
+// Copies of one event id on PostgresInbox.handle(): a copy of an id already handled is answered
+// from what is committed, without waiting on the row's lock (copies replayed at speed would
+// otherwise each wait for the one before); a copy of an id still being handled waits for it, and
+// answers 409 past lockTimeout, as before.
+
+const availability = postgresAvailability();
+const database = effectsDatabase(availability.available);
+const { pool, effects } = database;
+const sqls: postgres.Sql[] = [];
+afterAll(async () => {
+  await Promise.all(sqls.map((sql) => sql.end()));
+});
+
+const DUPLICATE = { status: 204, headers: { "webhook-duplicate": "true" } };
+const event = (id: string) => ({ id, type: "flag.updated" }) as WebhookEvent;
+
+/** An inbox of `scope` on each client, and a handler that writes one effect row through tx. */
+const clients = {
+  "pg Pool": (scope: string) =>
+    new PostgresInbox(pool(4), { scope, lockTimeout: 100 }).handle(async (e, tx) => {
+      await tx.query("insert into effects (event_id) values ($1)", [e.id]);
+    }),
+  "postgres.js": (scope: string) => {
+    const sql = postgres(database.url, { max: 4, onnotice: () => {} });
+    sqls.push(sql);
+    return new PostgresInbox(sql, { scope, lockTimeout: 100 }).handle(async (e, tx) => {
+      await tx`insert into effects (event_id) values (${e.id})`;
+    });
+  },
+};
+
+/** Holds the row lock of `id` in `scope` in a transaction of its own, as a copy inside its claim does, until `free()`. */
+async function lockRow(scope: string, id: string) {
+  const client = await database.admin.connect();
+  await client.query("begin");
+  await client.query("select 1 from flag_webhooks_inbox where scope = $1 and id = $2 for update", [scope, id]);
+  return {
+    free: async () => {
+      await client.query("rollback");
+      client.release();
+    },
+  };
+}
+
+describe.skipIf(!availability.available)("PostgresInbox.handle(): copies of one id", () => {
+  for (const [name, make] of Object.entries(clients)) {
+    describe(name, () => {
+      it("a copy of a handled id is a duplicate even while its row is locked: answered from what is committed", async () => {
+        const onEvent = make("copies");
+        const id = `evt_${randomUUID()}`;
+        expect(await onEvent(event(id))).toBeUndefined();
+        const lock = await lockRow("copies", id);
+        try {
+          expect(await onEvent(event(id))).toEqual(DUPLICATE);
+        } finally {
+          await lock.free();
+        }
+        expect(await effects(id)).toBe(1);
+      });
+    });
+  }
+
+  it("a copy of an id still in its first transaction answers 409 past lockTimeout, then a duplicate once it committed", async () => {
+    let open = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    let entered = () => {};
+    const inHandler = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    const onEvent = new PostgresInbox(pool(4), { scope: "in-flight", lockTimeout: 100 }).handle(async (e, tx) => {
+      await tx.query("insert into effects (event_id) values ($1)", [e.id]);
+      entered();
+      await gate;
+    });
+    const id = `evt_${randomUUID()}`;
+    const first = onEvent(event(id));
+    await inHandler;
+    await expect(onEvent(event(id))).rejects.toMatchObject({ code: "delivery_in_progress", status: 409 });
+    open();
+    expect(await first).toBeUndefined();
+    expect(await onEvent(event(id))).toEqual(DUPLICATE);
+    expect(await effects(id)).toBe(1);
+  });
+
+  it("an id past its retention is handled again, as a new one", async () => {
+    const onEvent = new PostgresInbox(pool(2), { scope: "expired", retention: 50 }).handle(async (e, tx) => {
+      await tx.query("insert into effects (event_id) values ($1)", [e.id]);
+    });
+    const id = `evt_${randomUUID()}`;
+    expect(await onEvent(event(id))).toBeUndefined();
+    expect(await onEvent(event(id))).toEqual(DUPLICATE);
+    await sleep(100);
+    expect(await onEvent(event(id))).toBeUndefined();
+    expect(await effects(id)).toBe(2);
+  });
+});

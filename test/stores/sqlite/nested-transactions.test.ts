@@ -1,0 +1,76 @@
+import { randomUUID } from "node:crypto";
+import { type Client, createClient, type Transaction } from "@libsql/client";
+import type { WebhookEvent } from "flag-webhooks";
+import { SqliteInbox } from "flag-webhooks/sqlite";
+import { afterAll, describe, expect, it } from "vitest";
+import { databaseFile } from "../../support/sqlite.js";
+
+// The handler's own transactions through libSQL's tx, on a real file: BEGIN, COMMIT and ROLLBACK
+// sent with tx.execute become savepoints of the inbox's transaction; tx.commit(), tx.rollback()
+// and tx.close(), which would end it, are refused. (better-sqlite3: faults.test.ts.)
+
+const clients: Client[] = [];
+afterAll(() => {
+  for (const client of clients) client.close();
+});
+
+async function database(): Promise<Client> {
+  const client = createClient({ url: `file:${databaseFile()}` });
+  clients.push(client);
+  await client.execute("pragma journal_mode = wal");
+  await client.execute("create table effects (event_id text not null)");
+  await new SqliteInbox(client, { scope: "setup" }).migrate();
+  return client;
+}
+const insert = (tx: Transaction, id: string) =>
+  tx.execute({ sql: "insert into effects (event_id) values (?)", args: [id] });
+const effects = async (client: Client, id: string) =>
+  Number(
+    (await client.execute({ sql: "select count(*) as n from effects where event_id = ?", args: [id] })).rows[0]?.n,
+  );
+const event = (id: string) => ({ id, type: "flag.updated" }) as WebhookEvent;
+
+describe("SqliteInbox on libSQL: the handler's own transactions through tx", () => {
+  it("BEGIN … COMMIT through tx.execute is a savepoint: a throw after it leaves nothing, the retry writes once", async () => {
+    const client = await database();
+    let runs = 0;
+    const onEvent = new SqliteInbox(client, { scope: "helper" }).handle(async (e, tx) => {
+      runs++;
+      await tx.execute("BEGIN");
+      await insert(tx, e.id);
+      await tx.execute("-- done\n COMMIT");
+      if (runs === 1) throw new Error("fails after its COMMIT");
+    });
+    const id = `evt_${randomUUID()}`;
+    await expect(onEvent(event(id))).rejects.toThrow("fails after its COMMIT");
+    expect(await effects(client, id)).toBe(0);
+    expect(await onEvent(event(id))).toBeUndefined();
+    expect(await onEvent(event(id))).toMatchObject({ status: 204 });
+    expect([runs, await effects(client, id)]).toEqual([2, 1]);
+  });
+
+  it("a ROLLBACK it catches, then more writes: the rolled-back part undone, the rest once", async () => {
+    const client = await database();
+    const onEvent = new SqliteInbox(client, { scope: "caught" }).handle(async (e, tx) => {
+      await tx.executeMultiple(`begin; insert into effects (event_id) values ('${e.id}-undone')`);
+      await tx.execute("rollback");
+      await insert(tx, e.id);
+    });
+    const id = `evt_${randomUUID()}`;
+    expect(await onEvent(event(id))).toBeUndefined();
+    expect([await effects(client, id), await effects(client, `${id}-undone`)]).toEqual([1, 0]);
+  });
+
+  it("tx.commit(), tx.rollback() and tx.close() are refused, and nothing commits", async () => {
+    const client = await database();
+    for (const end of ["commit", "rollback", "close"] as const) {
+      const onEvent = new SqliteInbox(client, { scope: `refused-${end}` }).handle(async (e, tx) => {
+        await insert(tx, e.id);
+        await tx[end]();
+      });
+      const id = `evt_${randomUUID()}`;
+      await expect(onEvent(event(id))).rejects.toThrow(/return to commit, throw to roll back/);
+      expect(await effects(client, id)).toBe(0);
+    }
+  });
+});
