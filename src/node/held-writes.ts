@@ -80,8 +80,8 @@ function byteLength(args: Args): number {
 export function tooLarge(): Error {
   return Object.assign(
     new Error(
-      `flag-webhooks: a 2xx answer is held until the delivery is recorded, and its body passed ${MAX_HELD_BYTES} bytes: the answer is cut and the delivery not handled; answer a webhook with a small body`,
+      "flag-webhooks: the body of a held 2xx passed 1 MiB, so the answer was cut: answer a webhook with a small body",
     ),
-    { code: "ERR_FLAG_WEBHOOKS_HELD_ANSWER_TOO_LARGE" },
+    { code: "ERR_HELD_ANSWER_TOO_LARGE" },
   );
 }
