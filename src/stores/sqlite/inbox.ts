@@ -20,6 +20,7 @@ import {
   type Param,
   syncDriver,
 } from "./drivers.js";
+import { DEFAULT_TABLE } from "./schema.js";
 import { type InboxStatements, statementsFor } from "./statements.js";
 import { isStoreFailure } from "./turns.js";
 import type { InboxHandler, InboxTransaction, SqliteDatabase, SqliteInboxOptions, SqliteRow } from "./types.js";
@@ -67,7 +68,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
       throw new TypeError('flag-webhooks: SqliteInbox needs options with a "scope"');
     }
     this.#scope = checkScope(options.scope, "SqliteInbox");
-    this.#sql = statementsFor(options.table ?? "flag_webhooks_inbox");
+    this.#sql = statementsFor(options.table ?? DEFAULT_TABLE);
     this.#retention = parseDuration(options.retention ?? "30d", "retention");
     this.#timeout = parseDuration(options.timeout ?? "5s", "timeout", TIMER_MAX);
     if (isD1(db)) this.#batch = d1Driver(db);
@@ -91,20 +92,16 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
    * ```
    */
   async migrate(): Promise<void> {
-    const [table, index] = this.#sql.create as [string, string];
+    const create = this.#sql.create;
     if (this.#batch) {
       await this.#batch.batch(
-        [
-          { sql: table, params: [] },
-          { sql: index, params: [] },
-        ],
+        create.map((sql) => ({ sql, params: [] })),
         [],
       );
       return;
     }
     await this.#transaction(async (open) => {
-      await open.run(table, []);
-      await open.run(index, []);
+      for (const sql of create) await open.run(sql, []);
     });
   }
 
