@@ -57,11 +57,16 @@ export async function verifyRequest(
  *
  * @example
  * ```ts
- * // Next.js: app/api/webhooks/route.ts
- * export const POST = webhookHandler({
- *   secret: process.env.WEBHOOK_SECRET!,
- *   onEvent: (event) => console.log(event.type, event.id),
- * });
+ * // Next.js: app/webhooks/route.ts. Made on the first request: `next build` evaluates the
+ * // module without the deployment's secrets, and the options are checked when it is made.
+ * let handler: ((request: Request) => Promise<Response>) | undefined;
+ * export function POST(request: Request): Promise<Response> {
+ *   handler ??= webhookHandler({
+ *     secret: process.env.WEBHOOK_SECRET!,
+ *     onEvent: (event) => console.log(event.type, event.id),
+ *   });
+ *   return handler(request);
+ * }
  * ```
  */
 export function webhookHandler(options: WebhookHandlerOptions): (request: Request) => Promise<Response> {

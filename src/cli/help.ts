@@ -50,7 +50,9 @@ export function topHelp(commands: readonly Command[]): string {
     `  $ export ${SECRET_ENV}=...   # your endpoint secret`,
     "  $ flag-webhooks send http://localhost:3000/webhooks",
     "  $ flag-webhooks send http://localhost:3000/webhooks --tamper",
+    "  $ flag-webhooks send http://localhost:3000/webhooks --repeat 2 -i   # the copy: a duplicate",
     "  $ flag-webhooks sign event.json",
+    "  $ flag-webhooks schema sqlite > migrations/0001_flag_webhooks_inbox.sql",
     "",
     'Run "flag-webhooks <command> --help" for the options of a command.',
   ];

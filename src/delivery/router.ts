@@ -37,7 +37,7 @@ export interface Router<Context extends unknown[] = []> {
  *   .on("flag.updated", (event) => console.log(event.data.actor.email, event.data.changes))
  *   .on(["flag.created", "flag.deleted"], (event) => console.log(event.type, event.data))
  *   .on("unknown", (event) => console.warn("new event type", event.originalType));
- * export const POST = webhookHandler({ secret, onEvent: router });
+ * app.post("/webhooks", webhookMiddleware({ secret, onEvent: router }));
  * ```
  */
 export function createRouter<Context extends unknown[] = []>(): Router<Context> {

@@ -104,7 +104,8 @@ export function eventJobId(eventId: string, scope?: string): string {
  * import { webhookHandler } from "flag-webhooks/fetch";
  *
  * const queue = new Queue("flag-events", { connection: { host: "127.0.0.1", port: 6379 } });
- * export const POST = webhookHandler({ secret: process.env.WEBHOOK_SECRET!, maxAge: "5m", onEvent: enqueueTo(queue) });
+ * const handler = webhookHandler({ secret: process.env.WEBHOOK_SECRET!, maxAge: "5m", onEvent: enqueueTo(queue) });
+ * Bun.serve({ port: 3000, fetch: handler });
  * ```
  */
 export function enqueueTo(

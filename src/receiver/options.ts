@@ -158,7 +158,7 @@ export function checkOptions<Context extends unknown[]>(options: HandlerOptions<
   }
   const { secret, onVerified, onRejected, onEvent, now = Date.now, telemetry } = options;
   const onError = options.onError ?? logError;
-  assertSecret(secret);
+  checkSecret(secret);
   for (const [name, hook] of Object.entries({ onEvent, onError, onVerified, onRejected, now })) {
     if (hook !== undefined && typeof hook !== "function") {
       throw new TypeError(`flag-webhooks: option "${name}" must be a function`);
@@ -189,6 +189,25 @@ export function checkOptions<Context extends unknown[]>(options: HandlerOptions<
     now,
     telemetry,
   };
+}
+
+/**
+ * The secret check, whose message, when a framework's build is evaluating the module, says how to
+ * avoid it: a build (`next build` collecting a route's config) runs without the deployment's
+ * secrets, so a handler made at module scope fails it, though the same code serves well.
+ */
+function checkSecret(secret: unknown): asserts secret is Secret {
+  try {
+    assertSecret(secret);
+  } catch (error) {
+    // The one sign a build gives: Next.js sets NEXT_PHASE while it evaluates modules. Read without
+    // assuming a `process` (Workers, Deno and browsers may have none).
+    const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
+    if (env?.NEXT_PHASE !== "phase-production-build") throw error;
+    throw new TypeError(
+      `${(error as Error).message}. "next build" is evaluating this module, without the deployment's secrets: make the handler on the first request instead (flag-webhooks docs/hosts.md, Next.js)`,
+    );
+  }
 }
 
 function dedupeSettings(dedupe: DedupeOptions, maxAge: number | undefined): DedupeSettings {

@@ -28,6 +28,7 @@ describe("help and version", () => {
       "  sign     Print the Service-Signature of a body",
       "  verify   Check a body against a Service-Signature",
       "  dev      Run the feature-flag service locally, with a page to watch deliveries",
+      "  schema   Print the SQL that creates an inbox's table, for a migration file",
       "  help     Show the help of a command",
     ];
     expect((await run([])).stdout).toBe(
@@ -57,7 +58,9 @@ describe("help and version", () => {
         "  $ export FLAG_WEBHOOKS_SECRET=...   # your endpoint secret",
         "  $ flag-webhooks send http://localhost:3000/webhooks",
         "  $ flag-webhooks send http://localhost:3000/webhooks --tamper",
+        "  $ flag-webhooks send http://localhost:3000/webhooks --repeat 2 -i   # the copy: a duplicate",
         "  $ flag-webhooks sign event.json",
+        "  $ flag-webhooks schema sqlite > migrations/0001_flag_webhooks_inbox.sql",
         "",
         'Run "flag-webhooks <command> --help" for the options of a command.',
         "",
@@ -104,7 +107,15 @@ describe("help and version", () => {
     );
     expect(help.stdout).toMatch(/^ {6}--tamper +Change one byte after signing/m);
     expect(help.stdout).not.toContain("--tamper <");
-    expect(help.stdout).toMatch(/^ {6}--timeout <seconds> +How long to wait for the answer \(default: 10\)$/m);
+    expect(help.stdout).toMatch(/^ {6}--timeout <seconds> +How long to wait for each answer \(default: 10\)$/m);
+    expect(help.stdout).toContain(
+      "      --id <id>             The generated event's id (default: a new evt_ id): run again with the\n" +
+        "                            same id to resend the event\n" +
+        "  -f, --file <path>         Send this file's exact bytes instead of a generated event (- for stdin)\n" +
+        "  -n, --repeat <count>      Send the same signed delivery this many times (1 to 100), one after the\n" +
+        "                            other (default: 1)\n" +
+        "  -i, --include             Print the headers of each answer, as curl -i does\n",
+    );
     expect(help.stdout).toMatch(/^ {6}--secret <secret> +The endpoint secret \(default: \$FLAG_WEBHOOKS_SECRET\)$/m);
     expect(help.stdout).toMatch(/^ {2}-h, --help +Show this help for send$/m);
     expect(help.stdout).toContain("\n\nExamples:\n  $ flag-webhooks send http://localhost:3000/webhooks\n");

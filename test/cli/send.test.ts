@@ -121,6 +121,85 @@ describe("send", () => {
     }
   });
 
+  describe("sending an event again", () => {
+    const duplicateLine = "<-- Webhook-Duplicate: true (the receiver had handled this event id already)";
+
+    it("--repeat sends the same signed bytes again, and a receiver that dedupes answers the copy as a duplicate", async () => {
+      const url = urlOf(targets.deduping, "/webhooks");
+      const result = await run(["send", url, "--repeat", "3"], withSecret);
+      const id = /\[(evt_[0-9a-f]{32})\]/.exec(result.stdout)?.[1];
+      expect(result.stdout).toBe(
+        [
+          `--> flag.updated [${id}] ${result.stdout.match(/ (\d+) bytes/)?.[1]} bytes, signed`,
+          `<-- [200 OK] POST ${url}`,
+          JSON.stringify({ received: id }),
+          "--> the same delivery again (2 of 3): the same bytes and signature",
+          `<-- [204 No Content] POST ${url}`,
+          duplicateLine,
+          "--> the same delivery again (3 of 3): the same bytes and signature",
+          `<-- [204 No Content] POST ${url}`,
+          duplicateLine,
+          "",
+        ].join("\n"),
+      );
+      expect([result.code, result.stderr]).toEqual([0, ""]);
+      expect(targets.handled.filter((handled) => handled === id)).toEqual([id]);
+    });
+
+    it("--id gives the generated event its id, so a later run sends the same event again", async () => {
+      const url = urlOf(targets.deduping, "/webhooks");
+      const id = `evt_send_again_${Date.now()}`;
+      const first = await run(["send", url, "--id", id, "-t", "flag.created"], withSecret);
+      expect(first.stdout.split("\n").slice(0, 3)).toEqual([
+        expect.stringMatching(new RegExp(`^--> flag\\.created \\[${id}\\] \\d+ bytes, signed$`)),
+        `<-- [200 OK] POST ${url}`,
+        JSON.stringify({ received: id }),
+      ]);
+      const again = await run(["send", url, "--id", id, "-t", "flag.created"], withSecret);
+      expect(again.stdout.split("\n").slice(1)).toEqual([`<-- [204 No Content] POST ${url}`, duplicateLine, ""]);
+      expect(again.code).toBe(0);
+      expect(targets.handled.filter((handled) => handled === id)).toEqual([id]);
+    });
+
+    it("--repeat sends a file's exact bytes each time, and exits 1 when any answer is not 2xx", async () => {
+      targets.answer = { status: 503, body: "busy" };
+      const body = '{"id":"evt_file_again"}\n';
+      const url = urlOf(recorder);
+      const result = await run(["send", url, "-f", file("again.json", body), "-n", "2"], withSecret);
+      expect(result.stdout.split("\n").slice(1)).toEqual([
+        `<-- [503 Service Unavailable] POST ${url}`,
+        "busy",
+        "--> the same delivery again (2 of 2): the same bytes and signature",
+        `<-- [503 Service Unavailable] POST ${url}`,
+        "busy",
+        "",
+      ]);
+      expect(result.code).toBe(1);
+      expect(targets.recorded?.body.toString("utf8")).toBe(body);
+      expect(targets.recorded?.headers["service-signature"]).toBe(await hmac(body));
+      targets.answer = { status: 200, body: "" };
+      expect((await run(["send", url, "--repeat=2"], withSecret)).code).toBe(0);
+    });
+
+    it("-i prints every header of each answer, as curl -i does, Webhook-Duplicate among them", async () => {
+      targets.answer = { status: 202, body: "noted", headers: { "x-request-id": "abc-1", "retry-after": "10" } };
+      const url = urlOf(recorder);
+      const lines = (await run(["send", url, "-i"], withSecret)).stdout.split("\n");
+      expect(lines[1]).toBe(`<-- [202 Accepted] POST ${url}`);
+      const headers = lines.slice(2, lines.indexOf("noted"));
+      expect(headers).toEqual(expect.arrayContaining(["<-- x-request-id: abc-1", "<-- retry-after: 10"]));
+      expect(headers).toContain("<-- content-type: text/plain");
+      for (const line of headers) expect(line).toMatch(/^<-- [a-z-]+: /);
+      const deduping = urlOf(targets.deduping, "/webhooks");
+      const copy = (await run(["send", deduping, "-i", "--repeat", "2"], withSecret)).stdout.split("\n");
+      const again = copy.indexOf("--> the same delivery again (2 of 2): the same bytes and signature");
+      expect(copy[again + 1]).toBe(`<-- [204 No Content] POST ${deduping}`);
+      expect(copy.slice(again + 2)).toContain("<-- webhook-duplicate: true");
+      // The headers say it already: no second line for it.
+      expect(copy).not.toContain(duplicateLine);
+    });
+  });
+
   it("--tamper changes one byte after signing, so the receiver refuses it for the signature", async () => {
     const result = await run(["send", urlOf(receiver), "--tamper"], withSecret);
     const [sent, answered, reply] = result.stdout.split("\n");
@@ -181,6 +260,15 @@ describe("send", () => {
         '--timeout must be a positive number of seconds, got "soon"',
       ],
       [["send", "http://127.0.0.1/", "--timeout", "0"], '--timeout must be a positive number of seconds, got "0"'],
+      [["send", "http://127.0.0.1/", "--repeat", "0"], '--repeat must be a whole number from 1 to 100, got "0"'],
+      [["send", "http://127.0.0.1/", "-n", "101"], '--repeat must be a whole number from 1 to 100, got "101"'],
+      [["send", "http://127.0.0.1/", "--repeat", "2x"], '--repeat must be a whole number from 1 to 100, got "2x"'],
+      [["send", "http://127.0.0.1/", "--repeat=1.5"], '--repeat must be a whole number from 1 to 100, got "1.5"'],
+      [
+        ["send", "http://127.0.0.1/", "--id", "evt_1", "-f", "x.json"],
+        "--id and --file cannot be used together: the file's event has its own id",
+      ],
+      [["send", "http://127.0.0.1/", "--id="], "--id must not be empty"],
       [["send", "http://127.0.0.1/", "--timeout=-1"], '--timeout must be a positive number of seconds, got "-1"'],
       [
         ["send", "http://127.0.0.1/", "--timeout", "Infinity"],

@@ -20,6 +20,31 @@ describe("options, checked when the handler is created", () => {
     }
   });
 
+  it("says how to avoid a missing secret when next build evaluates the module, and only then", () => {
+    const plain = 'flag-webhooks: option "secret" must be a non-empty string, or a list of them to verify';
+    const phase = process.env.NEXT_PHASE;
+    try {
+      for (const value of ["", undefined, []]) {
+        delete process.env.NEXT_PHASE;
+        expect(make({ secret: value, onEvent: () => {} })).toThrow(new TypeError(plain));
+        process.env.NEXT_PHASE = "phase-production-server";
+        expect(make({ secret: value, onEvent: () => {} })).toThrow(new TypeError(plain));
+        process.env.NEXT_PHASE = "phase-production-build";
+        expect(make({ secret: value, onEvent: () => {} })).toThrow(
+          new TypeError(
+            `${plain}. "next build" is evaluating this module, without the deployment's secrets: make the handler on the first request instead (flag-webhooks docs/hosts.md, Next.js)`,
+          ),
+        );
+        expect(() => expressMiddleware({ secret: value } as never)).toThrow(/"next build" is evaluating this module/);
+      }
+      // A secret that is there is never refused, build or not.
+      expect(make({ secret, onEvent: () => {} })).not.toThrow();
+    } finally {
+      if (phase === undefined) delete process.env.NEXT_PHASE;
+      else process.env.NEXT_PHASE = phase;
+    }
+  });
+
   it.each(["onError", "onVerified", "onRejected", "now"])("names %s when it is not a function", (name) => {
     expect(make({ secret, onEvent: () => {}, [name]: "nope" })).toThrow(
       new TypeError(`flag-webhooks: option "${name}" must be a function`),

@@ -27,25 +27,38 @@ export interface PackedProject {
   remove(): void;
 }
 
+/**
+ * Packs the repository (`npm pack`; dist must be built) and extracts the tarball into
+ * `<dir>/node_modules/flag-webhooks`, as `npm install` of it leaves it: the installed folder,
+ * and the tarball's size in bytes and number of files.
+ */
+export function installPacked(dir: string): { installed: string; tarball: PackedProject["tarball"] } {
+  if (!existsSync(join(root, "dist/index.cjs"))) throw new Error("dist is not built: run npm run build first");
+  const scratch = mkdtempSync(join(tmpdir(), "flag-webhooks-pack-"));
+  try {
+    // --ignore-scripts: prepack would rebuild dist under the other test files that read it.
+    execFileSync("npm", ["pack", "--silent", "--ignore-scripts", "--pack-destination", scratch], {
+      cwd: root,
+      stdio: "pipe",
+    });
+    const tarball = readdirSync(scratch).find((file) => file.endsWith(".tgz"));
+    if (!tarball) throw new Error("npm pack made no tarball");
+    const installed = join(dir, "node_modules/flag-webhooks");
+    mkdirSync(installed, { recursive: true });
+    execFileSync("tar", ["-xzf", join(scratch, tarball), "-C", installed, "--strip-components=1"]);
+    const files = execFileSync("tar", ["-tzf", join(scratch, tarball)], { encoding: "utf8" })
+      .trim()
+      .split("\n").length;
+    return { installed, tarball: { bytes: statSync(join(scratch, tarball)).size, files } };
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
 /** Packs the repository and installs the tarball into a new project of this `type`. */
 export function packedProject(type: "module" | "commonjs" = "module"): PackedProject {
-  if (!existsSync(join(root, "dist/index.cjs"))) throw new Error("dist is not built: run npm run build first");
   const dir = mkdtempSync(join(tmpdir(), "flag-webhooks-user-"));
-  // --ignore-scripts: prepack would rebuild dist under the other test files that read it.
-  execFileSync("npm", ["pack", "--silent", "--ignore-scripts", "--pack-destination", dir], {
-    cwd: root,
-    stdio: "pipe",
-  });
-  const tarball = readdirSync(dir).find((file) => file.endsWith(".tgz"));
-  if (!tarball) throw new Error("npm pack made no tarball");
-  const installed = join(dir, "node_modules/flag-webhooks");
-  mkdirSync(installed, { recursive: true });
-  execFileSync("tar", ["-xzf", join(dir, tarball), "-C", installed, "--strip-components=1"]);
-  const files = execFileSync("tar", ["-tzf", join(dir, tarball)], { encoding: "utf8" })
-    .trim()
-    .split("\n").length;
-  const bytes = statSync(join(dir, tarball)).size;
-  rmSync(join(dir, tarball));
+  const { installed, tarball } = installPacked(dir);
   writeFileSync(
     join(dir, "package.json"),
     `${JSON.stringify({ name: "user-project", private: true, type }, null, 2)}\n`,
@@ -53,7 +66,7 @@ export function packedProject(type: "module" | "commonjs" = "module"): PackedPro
   return {
     dir,
     installed,
-    tarball: { bytes, files },
+    tarball,
     link(...names) {
       for (const name of names) {
         const target = join(dir, "node_modules", name);

@@ -1,5 +1,8 @@
 import { createServer, type IncomingMessage, type Server, STATUS_CODES } from "node:http";
 import type { AddressInfo } from "node:net";
+import express from "express";
+import { MemoryDedupeStore } from "flag-webhooks";
+import { webhookMiddleware } from "flag-webhooks/express";
 import { createApp } from "../../examples/express.js";
 import { close, listen } from "./http.js";
 
@@ -19,6 +22,10 @@ export interface RecorderAnswer {
 export interface SendTargets {
   /** The Express example (examples/express.ts) with the secret given. */
   receiver: Server;
+  /** The Express middleware with memory dedupe: answers 200 `{ received }`, and a copy of an event 204 with Webhook-Duplicate. */
+  deduping: Server;
+  /** The ids of the events whose handler the deduping receiver ran, in order. */
+  handled: string[];
   /** Keeps the last request's bytes and headers, and answers with `answer`. */
   recorder: Server;
   /** Never answers. */
@@ -39,6 +46,8 @@ export async function startSendTargets(secret: string): Promise<SendTargets> {
   await close(closed);
   const targets: SendTargets = {
     receiver: await listen(createApp(secret).listen(0, "127.0.0.1")),
+    deduping: await listen(dedupingApp(secret, (id) => targets.handled.push(id)).listen(0, "127.0.0.1")),
+    handled: [],
     recorder: await listen(
       createServer((req, res) => {
         const chunks: Buffer[] = [];
@@ -56,7 +65,25 @@ export async function startSendTargets(secret: string): Promise<SendTargets> {
     closedPort,
     recorded: undefined,
     answer: { status: 202, body: "recorded" },
-    close: () => Promise.all([close(targets.receiver), close(targets.recorder), close(targets.silent)]).then(() => {}),
+    close: () =>
+      Promise.all([
+        close(targets.receiver),
+        close(targets.deduping),
+        close(targets.recorder),
+        close(targets.silent),
+      ]).then(() => {}),
   };
   return targets;
+}
+
+/** An Express app whose webhook route dedupes by event id in memory, telling `handled` of each event it runs. */
+function dedupingApp(secret: string, handled: (id: string) => void): express.Express {
+  const app = express();
+  const dedupe = { store: new MemoryDedupeStore(), ttl: "10m" };
+  app.post("/webhooks", webhookMiddleware({ secret, dedupe }), (req, res) => {
+    const id = req.webhookEvent?.id ?? "";
+    handled(id);
+    res.json({ received: id });
+  });
+  return app;
 }

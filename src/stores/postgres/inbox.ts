@@ -9,12 +9,10 @@ import { parseDuration } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import { inboxBasics, inProgress, unavailable as unavailableOn } from "../inbox-shell.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction } from "./drivers.js";
+import { DEFAULT_TABLE, inboxSchema } from "./schema.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
 
-const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 const PRUNE_BATCH = 10_000;
-/** Postgres cuts identifiers at 63 bytes (NAMEDATALEN − 1). */
-const IDENTIFIER_MAX = 63;
 
 /**
  * The transactional inbox: the event id is inserted in the transaction the handler writes in, so
@@ -45,7 +43,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
   readonly #driver: Driver;
   readonly #scope: string;
   readonly #table: string;
-  readonly #index: string;
+  readonly #schema: readonly string[];
   readonly #retention: number;
   readonly #lockTimeout: number;
   readonly #timeout: number;
@@ -56,17 +54,11 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
 
   constructor(client: Client, options: PostgresInboxOptions) {
     const basics = inboxBasics(options, "PostgresInbox");
-    const { table = "flag_webhooks_inbox" } = options;
     this.#scope = basics.scope;
-    if (typeof table !== "string" || !TABLE.test(table)) {
-      throw new TypeError('flag-webhooks: option "table" must be a table name, optionally "schema.table"');
-    }
+    const schema = inboxSchema(options.table ?? DEFAULT_TABLE);
     this.#driver = driverFor(client);
-    this.#table = table
-      .split(".")
-      .map((part) => `"${part}"`)
-      .join(".");
-    this.#index = `"${indexName(table.split(".").pop() as string)}"`;
+    this.#table = schema.table;
+    this.#schema = schema.statements;
     this.#retention = basics.retention;
     this.#lockTimeout = parseDuration(options.lockTimeout ?? "2s", "lockTimeout");
     this.#timeout = basics.timeout;
@@ -96,19 +88,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
       new AbortController().signal,
     );
     try {
-      await open.query(
-        `create table if not exists ${this.#table} (
-          scope text not null,
-          id text not null,
-          state text not null check (state in ('claimed', 'done')),
-          token text,
-          expires_at timestamptz not null,
-          handled_at timestamptz not null default now(),
-          primary key (scope, id)
-        )`,
-        [],
-      );
-      await open.query(`create index if not exists ${this.#index} on ${this.#table} (scope, expires_at)`, []);
+      for (const statement of this.#schema) await open.query(statement, []);
     } catch (error) {
       await open.rollback();
       throw error;
@@ -350,22 +330,6 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
     };
     return withTimeout(work, this.#timeout, expired, late);
   }
-}
-
-/**
- * The index's name: `<table>_expires`, or, where that is longer than Postgres keeps, the table's
- * name cut short with a hash of the whole name, so that two long tables never share one index
- * name and none is cut to the table's own name (`create index if not exists` would then create
- * nothing).
- */
-function indexName(table: string): string {
-  const name = `${table}_expires`;
-  if (name.length <= IDENTIFIER_MAX) return name;
-  // FNV-1a over the name: stable across processes and versions, 8 hex digits.
-  let hash = 0x811c9dc5;
-  for (const char of table) hash = Math.imul(hash ^ (char.codePointAt(0) as number), 0x01000193) >>> 0;
-  const suffix = `_${hash.toString(16).padStart(8, "0")}_expires`;
-  return `${table.slice(0, IDENTIFIER_MAX - suffix.length)}${suffix}`;
 }
 
 /**

@@ -26,6 +26,7 @@ import {
   type Param,
   syncDriver,
 } from "./drivers.js";
+import { DEFAULT_TABLE } from "./schema.js";
 import { type InboxStatements, statementsFor } from "./statements.js";
 import { isStoreFailure } from "./turns.js";
 import type { InboxHandler, InboxTransaction, SqliteDatabase, SqliteInboxOptions, SqliteRow } from "./types.js";
@@ -72,7 +73,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
   constructor(db: Db, options: SqliteInboxOptions) {
     const basics = inboxBasics(options, "SqliteInbox");
     this.#scope = basics.scope;
-    this.#sql = statementsFor(options.table ?? "flag_webhooks_inbox");
+    this.#sql = statementsFor(options.table ?? DEFAULT_TABLE);
     this.#retention = basics.retention;
     this.#timeout = basics.timeout;
     this.#handlerTimeout = parseDuration(options.handlerTimeout ?? "10s", "handlerTimeout", TIMER_MAX);
@@ -97,20 +98,16 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
    * ```
    */
   async migrate(): Promise<void> {
-    const [table, index] = this.#sql.create as [string, string];
+    const create = this.#sql.create;
     if (this.#batch) {
       await this.#batch.batch(
-        [
-          { sql: table, params: [] },
-          { sql: index, params: [] },
-        ],
+        create.map((sql) => ({ sql, params: [] })),
         [],
       );
       return;
     }
     await this.#transaction(async (open) => {
-      await open.run(table, []);
-      await open.run(index, []);
+      for (const sql of create) await open.run(sql, []);
     });
   }
 

@@ -2,12 +2,11 @@
 // them alike), and times are whole ms since the epoch, by the receiver's clock (a SQLite file has
 // no server clock; D1 and Durable Objects run where the Worker runs).
 
-/** A table name: an identifier, optionally in an attached database (`schema.table`). */
-const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+import { inboxSchema } from "./schema.js";
 
 /** Every statement the inbox runs on one table. */
 export interface InboxStatements {
-  /** Creates the table and its index if they are missing. */
+  /** Creates the table and its index if they are missing (the schema of schema.ts). */
   readonly create: readonly string[];
   /** handle(): claims an id as done unless it is there unexpired; returns a row when it did. (scope, id, expires, now, now) */
   readonly claimDone: string;
@@ -29,29 +28,10 @@ export interface InboxStatements {
 
 /** The statements for `table`; a TypeError when it is no table name. */
 export function statementsFor(table: string): InboxStatements {
-  if (typeof table !== "string" || !TABLE.test(table)) {
-    throw new TypeError('flag-webhooks: option "table" must be a table name, optionally "schema.table"');
-  }
-  const parts = table.split(".");
-  const name = parts.pop() as string;
-  const schema = parts.length ? `"${parts[0]}".` : "";
-  const t = `${schema}"${name}"`;
-  // SQLite names an index in the table's schema, and the table beside it without one.
-  const index = `${schema}"${name}_expires"`;
+  const { table: t, statements: create } = inboxSchema(table);
   const columns = "(scope, id, state, token, expires_at, handled_at)";
   return {
-    create: [
-      `create table if not exists ${t} (
-        scope text not null,
-        id text not null,
-        state text not null check (state in ('claimed', 'done')),
-        token text,
-        expires_at integer not null,
-        handled_at integer not null,
-        primary key (scope, id)
-      ) without rowid`,
-      `create index if not exists ${index} on "${name}" (scope, expires_at)`,
-    ],
+    create,
     claimDone: `insert into ${t} ${columns} values (?, ?, 'done', null, ?, ?)
       on conflict (scope, id) do update set state = 'done', token = null, expires_at = excluded.expires_at,
         handled_at = excluded.handled_at

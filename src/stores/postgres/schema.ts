@@ -1,0 +1,62 @@
+// The Postgres inbox's schema, in one place: migrate() runs these statements, and
+// `flag-webhooks schema postgres` prints them for a migration tool, so the two cannot drift.
+// A change of schema is one more statement at the end of the list (`alter table … add column if
+// not exists …`), so that databases made by any earlier version are brought up to date too.
+
+const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+/** Postgres cuts identifiers at 63 bytes (NAMEDATALEN − 1). */
+const IDENTIFIER_MAX = 63;
+
+/** The table the inbox uses when its options name none. */
+export const DEFAULT_TABLE = "flag_webhooks_inbox";
+
+/** The inbox's table and index, quoted for SQL, and the statements that create them. */
+export interface InboxSchema {
+  /** The table, quoted: `"flag_webhooks_inbox"` or `"schema"."table"`. */
+  readonly table: string;
+  /** The statements that create what is missing, in order; each safe to run again. */
+  readonly statements: readonly string[];
+}
+
+/** The schema of the inbox in `table`; a TypeError when it is no table name. */
+export function inboxSchema(table: string = DEFAULT_TABLE): InboxSchema {
+  if (typeof table !== "string" || !TABLE.test(table)) {
+    throw new TypeError('flag-webhooks: option "table" must be a table name, optionally "schema.table"');
+  }
+  const t = table
+    .split(".")
+    .map((part) => `"${part}"`)
+    .join(".");
+  const index = `"${indexName(table.split(".").pop() as string)}"`;
+  return {
+    table: t,
+    statements: [
+      `create table if not exists ${t} (
+  scope text not null,
+  id text not null,
+  state text not null check (state in ('claimed', 'done')),
+  token text,
+  expires_at timestamptz not null,
+  handled_at timestamptz not null default now(),
+  primary key (scope, id)
+)`,
+      `create index if not exists ${index} on ${t} (scope, expires_at)`,
+    ],
+  };
+}
+
+/**
+ * The index's name: `<table>_expires`, or, where that is longer than Postgres keeps, the table's
+ * name cut short with a hash of the whole name, so that two long tables never share one index
+ * name and none is cut to the table's own name (`create index if not exists` would then create
+ * nothing).
+ */
+function indexName(table: string): string {
+  const name = `${table}_expires`;
+  if (name.length <= IDENTIFIER_MAX) return name;
+  // FNV-1a over the name: stable across processes and versions, 8 hex digits.
+  let hash = 0x811c9dc5;
+  for (const char of table) hash = Math.imul(hash ^ (char.codePointAt(0) as number), 0x01000193) >>> 0;
+  const suffix = `_${hash.toString(16).padStart(8, "0")}_expires`;
+  return `${table.slice(0, IDENTIFIER_MAX - suffix.length)}${suffix}`;
+}

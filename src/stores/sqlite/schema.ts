@@ -1,0 +1,46 @@
+// The SQLite inbox's schema, in one place: migrate() runs these statements, and
+// `flag-webhooks schema sqlite` prints them for a migration file (`wrangler d1 migrations`), so
+// the two cannot drift. A change of schema is one more statement at the end of the list, so that
+// databases made by any earlier version are brought up to date too.
+
+/** A table name: an identifier, optionally in an attached database (`schema.table`). */
+const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/** The table the inbox uses when its options name none. */
+export const DEFAULT_TABLE = "flag_webhooks_inbox";
+
+/** The inbox's table, quoted for SQL, and the statements that create it and its index. */
+export interface InboxSchema {
+  /** The table, quoted: `"flag_webhooks_inbox"` or `"schema"."table"`. */
+  readonly table: string;
+  /** The statements that create what is missing, in order; each safe to run again. */
+  readonly statements: readonly string[];
+}
+
+/** The schema of the inbox in `table`; a TypeError when it is no table name. */
+export function inboxSchema(table: string = DEFAULT_TABLE): InboxSchema {
+  if (typeof table !== "string" || !TABLE.test(table)) {
+    throw new TypeError('flag-webhooks: option "table" must be a table name, optionally "schema.table"');
+  }
+  const parts = table.split(".");
+  const name = parts.pop() as string;
+  const schema = parts.length ? `"${parts[0]}".` : "";
+  const t = `${schema}"${name}"`;
+  // SQLite names an index in the table's schema, and the table beside it without one.
+  const index = `${schema}"${name}_expires"`;
+  return {
+    table: t,
+    statements: [
+      `create table if not exists ${t} (
+  scope text not null,
+  id text not null,
+  state text not null check (state in ('claimed', 'done')),
+  token text,
+  expires_at integer not null,
+  handled_at integer not null,
+  primary key (scope, id)
+) without rowid`,
+      `create index if not exists ${index} on "${name}" (scope, expires_at)`,
+    ],
+  };
+}
