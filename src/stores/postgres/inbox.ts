@@ -8,7 +8,11 @@ import { withTimeout } from "../../util/timeout.js";
 import type { ClaimResult, DedupeStore } from "../contract.js";
 import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../enlist.js";
 import { checkScope, claimToken, storedId } from "../keys.js";
+import { Keep } from "../work/keep.js";
+import { KeepingInbox } from "../work/methods.js";
+import { keepStatements } from "../work/statements.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction } from "./drivers.js";
+import { keepSchema, POSTGRES_DIALECT, postgresKeep } from "./keep.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
 
 const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
@@ -41,7 +45,10 @@ const IDENTIFIER_MAX = 63;
  * }));
  * ```
  */
-export class PostgresInbox<Client extends PostgresClient = PostgresClient> implements DedupeStore {
+export class PostgresInbox<Client extends PostgresClient = PostgresClient>
+  extends KeepingInbox<InboxTransaction<Client>>
+  implements DedupeStore
+{
   readonly #driver: Driver;
   readonly #scope: string;
   readonly #table: string;
@@ -55,6 +62,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
   readonly #token = `${claimToken()}/`;
 
   constructor(client: Client, options: PostgresInboxOptions) {
+    super();
     if (typeof options !== "object" || options === null) {
       throw new TypeError('flag-webhooks: PostgresInbox needs options with a "scope"');
     }
@@ -75,6 +83,10 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
     if (this.#lockTimeout >= this.#timeout) {
       throw new TypeError('flag-webhooks: option "lockTimeout" must be shorter than "timeout"');
     }
+    const { now = Date.now } = options;
+    if (typeof now !== "function") throw new TypeError('flag-webhooks: option "now" must be a function');
+    const settings = { name: "Postgres", scope: this.#scope, retention: this.#retention, timeout: this.#timeout, now };
+    this.keepWith(new Keep(postgresKeep(this.#driver), keepStatements(this.#table, POSTGRES_DIALECT), settings));
   }
 
   /**
@@ -111,6 +123,8 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
         [],
       );
       await open.query(`create index if not exists ${this.#index} on ${this.#table} (scope, expires_at)`, []);
+      const due = `"${indexName(this.#table.split(".").pop()?.replaceAll('"', "") as string, "due")}"`;
+      for (const statement of keepSchema(this.#table, due)) await open.query(statement, []);
     } catch (error) {
       await open.rollback();
       throw error;
@@ -349,14 +363,14 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
  * name and none is cut to the table's own name (`create index if not exists` would then create
  * nothing).
  */
-function indexName(table: string): string {
-  const name = `${table}_expires`;
+function indexName(table: string, suffix = "expires"): string {
+  const name = `${table}_${suffix}`;
   if (name.length <= IDENTIFIER_MAX) return name;
   // FNV-1a over the name: stable across processes and versions, 8 hex digits.
   let hash = 0x811c9dc5;
   for (const char of table) hash = Math.imul(hash ^ (char.codePointAt(0) as number), 0x01000193) >>> 0;
-  const suffix = `_${hash.toString(16).padStart(8, "0")}_expires`;
-  return `${table.slice(0, IDENTIFIER_MAX - suffix.length)}${suffix}`;
+  const end = `_${hash.toString(16).padStart(8, "0")}_${suffix}`;
+  return `${table.slice(0, IDENTIFIER_MAX - end.length)}${end}`;
 }
 
 /**

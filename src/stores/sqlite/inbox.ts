@@ -10,6 +10,9 @@ import { withTimeout } from "../../util/timeout.js";
 import type { ClaimResult, DedupeStore } from "../contract.js";
 import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../enlist.js";
 import { checkScope, claimToken, storedId } from "../keys.js";
+import { Keep } from "../work/keep.js";
+import { KeepingInbox } from "../work/methods.js";
+import { keepStatements } from "../work/statements.js";
 import { type BatchDriver, d1Driver, durableObjectDriver, isD1, isDurableObjectSql } from "./batch.js";
 import {
   asyncDriver,
@@ -20,6 +23,7 @@ import {
   type Param,
   syncDriver,
 } from "./drivers.js";
+import { migrateKeep, SQLITE_DIALECT, sqliteKeep, tableParts } from "./keep.js";
 import { type InboxStatements, statementsFor } from "./statements.js";
 import { isStoreFailure } from "./turns.js";
 import type { InboxHandler, InboxTransaction, SqliteDatabase, SqliteInboxOptions, SqliteRow } from "./types.js";
@@ -52,7 +56,10 @@ const PRUNE_BATCH = 1000;
  * }));
  * ```
  */
-export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements DedupeStore {
+export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
+  extends KeepingInbox<InboxTransaction<Db>>
+  implements DedupeStore
+{
   readonly #interactive: InteractiveDriver | undefined;
   readonly #batch: BatchDriver | undefined;
   readonly #sql: InboxStatements;
@@ -61,8 +68,10 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
   readonly #timeout: number;
   // The value of this instance's DedupeStore claims: release() deletes only rows holding it.
   readonly #token = claimToken();
+  readonly #table: ReturnType<typeof tableParts>;
 
   constructor(db: Db, options: SqliteInboxOptions) {
+    super();
     if (typeof options !== "object" || options === null) {
       throw new TypeError('flag-webhooks: SqliteInbox needs options with a "scope"');
     }
@@ -79,6 +88,14 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
         "flag-webhooks: SqliteInbox needs a SQLite database: node:sqlite DatabaseSync, a better-sqlite3 or bun:sqlite Database, an @libsql/client client, a D1 binding or a Durable Object's ctx.storage",
       );
     }
+    this.#table = tableParts(options.table ?? "flag_webhooks_inbox");
+    const { now = Date.now } = options;
+    if (typeof now !== "function") throw new TypeError('flag-webhooks: option "now" must be a function');
+    // Keep-then-work needs a transaction held open while a handler runs: not on D1 and Durable Objects.
+    if (!this.#interactive) return;
+    const settings = { name: "SQLite", scope: this.#scope, retention: this.#retention, timeout: this.#timeout, now };
+    const transactions = { begin: () => this.#begin(), commit: (open: OpenTransaction) => this.#commit(open) };
+    this.keepWith(new Keep(sqliteKeep(transactions), keepStatements(this.#table.quoted, SQLITE_DIALECT), settings));
   }
 
   /**
@@ -105,6 +122,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
     await this.#transaction(async (open) => {
       await open.run(table, []);
       await open.run(index, []);
+      await migrateKeep(open, this.#table);
     });
   }
 

@@ -141,4 +141,9 @@ export interface SqliteInboxOptions {
    * `Retry-After`. Default `"5s"`. At most 2³¹−1 ms (a timer waits no longer), else a `TypeError`.
    */
   timeout?: number | string;
+  /**
+   * The clock keep-then-work reads (`enqueue()`, `work()`, `replay()`), in ms since the epoch:
+   * every time it stores or compares. For tests. Default `Date.now`.
+   */
+  now?: () => number;
 }
