@@ -43,6 +43,7 @@ export interface KeepingInbox {
   replay(target: string | { since: Date | number }): Promise<number>;
   purge(target: string | { state: "parked" | "pending" | "done"; before?: Date | number }): Promise<number>;
   prune(): Promise<number>;
+  claim(id: string, lease: number): Promise<string>;
 }
 
 /** One database under the suite. */
@@ -113,6 +114,15 @@ export function describeKeepThenWork(name: string, setup: () => Promise<KeepSubj
       expect((await inbox.kept(id))?.state).toBe("done");
       expect((await send(text)).status).toBe(204);
       expect(await s.effects(id)).toBe(1);
+    });
+
+    it("answers 409 delivery_in_progress for an id a DedupeStore claim of the scope holds, and keeps nothing", async () => {
+      const s = await subjectOf();
+      const inbox = s.inbox(newScope(), Date.now);
+      const id = newId();
+      expect(await inbox.claim(id, 60_000)).toBe("claimed");
+      await expect(inbox.enqueue()(eventOf(id))).rejects.toMatchObject({ code: "delivery_in_progress" });
+      expect((await inbox.kept(id))?.state).toBe("claimed");
     });
 
     it("runs a handler that fails 3 times exactly 4 times, at the schedule's times, its effect once", async () => {
