@@ -3,7 +3,8 @@
 import { checkAge } from "../delivery/replay-window.js";
 import { payloadTooLarge, WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
-import type { Payload } from "../payload.js";
+import { bytesOf, type Payload } from "../payload.js";
+import { attachRawBody } from "../raw-body.js";
 import type { Secret } from "../signature.js";
 import { isThenable } from "../util/thenable.js";
 import { isMissing, missingSignature, type Verified, verifiedEvent } from "../verify-event.js";
@@ -28,6 +29,8 @@ export interface BodyChecks {
   limit: number;
   maxAge: number | undefined;
   now: () => number;
+  /** The receiver's `onEvent`: one that wants the verified body gets it with the event. */
+  onEvent?: unknown;
 }
 
 /**
@@ -47,11 +50,18 @@ export function checkBody(
   if (payload.byteLength > checks.limit) throw payloadTooLarge(checks.limit);
   const result = verifiedEvent(checks.secret, payload, signature);
   return isThenable(result)
-    ? result.then((value) => fresh(value, checks, authentic))
-    : fresh(result, checks, authentic);
+    ? result.then((value) => fresh(value, payload, checks, authentic))
+    : fresh(result, payload, checks, authentic);
 }
 
-function fresh(verified: Verified, checks: BodyChecks, authentic: (verified: Verified) => void): WebhookEvent {
+function fresh(
+  verified: Verified,
+  payload: Exclude<Payload, string>,
+  checks: BodyChecks,
+  authentic: (verified: Verified) => void,
+): WebhookEvent {
+  // The exact bytes verified stay with the event for an inbox that keeps it (stores those, not a re-serialisation).
+  attachRawBody(verified.event, bytesOf(payload), checks.onEvent);
   authentic(verified);
   if (checks.maxAge !== undefined) checkAge(verified.event.createdAt, checks.maxAge, clock(checks.now));
   return verified.event;

@@ -8,7 +8,11 @@ import { claimToken, storedId } from "../../store-contract/keys.js";
 import { parseDuration } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import { inboxBasics, inProgress, unavailable as unavailableOn } from "../inbox-shell.js";
+import { Keep } from "../work/keep.js";
+import { KeepingInbox } from "../work/methods.js";
+import { keepStatements } from "../work/statements.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction } from "./drivers.js";
+import { POSTGRES_DIALECT, postgresKeep } from "./keep.js";
 import { DEFAULT_TABLE, inboxSchema } from "./schema.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
 
@@ -39,7 +43,10 @@ const PRUNE_BATCH = 10_000;
  * }));
  * ```
  */
-export class PostgresInbox<Client extends PostgresClient = PostgresClient> implements DedupeStore {
+export class PostgresInbox<Client extends PostgresClient = PostgresClient>
+  extends KeepingInbox<InboxTransaction<Client>>
+  implements DedupeStore
+{
   readonly #driver: Driver;
   readonly #scope: string;
   readonly #table: string;
@@ -53,6 +60,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
   readonly #token = `${claimToken()}/`;
 
   constructor(client: Client, options: PostgresInboxOptions) {
+    super();
     const basics = inboxBasics(options, "PostgresInbox");
     this.#scope = basics.scope;
     const schema = inboxSchema(options.table ?? DEFAULT_TABLE);
@@ -65,6 +73,10 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
     if (this.#lockTimeout >= this.#timeout) {
       throw new TypeError('flag-webhooks: option "lockTimeout" must be shorter than "timeout"');
     }
+    const { now = Date.now } = options;
+    if (typeof now !== "function") throw new TypeError('flag-webhooks: option "now" must be a function');
+    const settings = { name: "Postgres", scope: this.#scope, retention: this.#retention, timeout: this.#timeout, now };
+    this.keepWith(new Keep(postgresKeep(this.#driver), keepStatements(this.#table, POSTGRES_DIALECT), settings));
   }
 
   /**

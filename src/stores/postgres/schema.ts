@@ -3,6 +3,8 @@
 // A change of schema is one more statement at the end of the list (`alter table … add column if
 // not exists …`), so that databases made by any earlier version are brought up to date too.
 
+import { keepSchema } from "./keep.js";
+
 const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 /** Postgres cuts identifiers at 63 bytes (NAMEDATALEN − 1). */
 const IDENTIFIER_MAX = 63;
@@ -27,7 +29,8 @@ export function inboxSchema(table: string = DEFAULT_TABLE): InboxSchema {
     .split(".")
     .map((part) => `"${part}"`)
     .join(".");
-  const index = `"${indexName(table.split(".").pop() as string)}"`;
+  const name = table.split(".").pop() as string;
+  const index = `"${indexName(name)}"`;
   return {
     table: t,
     statements: [
@@ -41,6 +44,8 @@ export function inboxSchema(table: string = DEFAULT_TABLE): InboxSchema {
   primary key (scope, id)
 )`,
       `create index if not exists ${index} on ${t} (scope, expires_at)`,
+      // What keep-then-work adds: its columns, the wider state check, the index of due events.
+      ...keepSchema(t, `"${indexName(name, "due")}"`),
     ],
   };
 }
@@ -51,12 +56,12 @@ export function inboxSchema(table: string = DEFAULT_TABLE): InboxSchema {
  * name and none is cut to the table's own name (`create index if not exists` would then create
  * nothing).
  */
-function indexName(table: string): string {
-  const name = `${table}_expires`;
+function indexName(table: string, suffix = "expires"): string {
+  const name = `${table}_${suffix}`;
   if (name.length <= IDENTIFIER_MAX) return name;
   // FNV-1a over the name: stable across processes and versions, 8 hex digits.
   let hash = 0x811c9dc5;
   for (const char of table) hash = Math.imul(hash ^ (char.codePointAt(0) as number), 0x01000193) >>> 0;
-  const suffix = `_${hash.toString(16).padStart(8, "0")}_expires`;
-  return `${table.slice(0, IDENTIFIER_MAX - suffix.length)}${suffix}`;
+  const end = `_${hash.toString(16).padStart(8, "0")}_${suffix}`;
+  return `${table.slice(0, IDENTIFIER_MAX - end.length)}${end}`;
 }

@@ -100,6 +100,11 @@ export interface PostgresInboxOptions {
    * `TypeError`.
    */
   timeout?: number | string;
+  /**
+   * The clock keep-then-work reads (`enqueue()`, `work()`, `replay()`), in ms since the epoch:
+   * every time it stores or compares. For tests. Default `Date.now`.
+   */
+  now?: () => number;
 }
 
 /**

@@ -16,6 +16,9 @@ import { claimToken, storedId } from "../../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import { inboxBasics, inProgress, unavailable as unavailableOn } from "../inbox-shell.js";
+import { Keep } from "../work/keep.js";
+import { KeepingInbox } from "../work/methods.js";
+import { keepStatements } from "../work/statements.js";
 import { type BatchDriver, d1Driver, durableObjectDriver, isD1, isDurableObjectSql } from "./batch.js";
 import {
   asyncDriver,
@@ -26,6 +29,7 @@ import {
   type Param,
   syncDriver,
 } from "./drivers.js";
+import { migrateKeep, SQLITE_DIALECT, sqliteKeep, tableParts } from "./keep.js";
 import { DEFAULT_TABLE } from "./schema.js";
 import { type InboxStatements, statementsFor } from "./statements.js";
 import { isStoreFailure } from "./turns.js";
@@ -59,7 +63,10 @@ const PRUNE_BATCH = 1000;
  * }));
  * ```
  */
-export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements DedupeStore {
+export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
+  extends KeepingInbox<InboxTransaction<Db>>
+  implements DedupeStore
+{
   readonly #interactive: InteractiveDriver | undefined;
   readonly #batch: BatchDriver | undefined;
   readonly #sql: InboxStatements;
@@ -69,8 +76,10 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
   readonly #handlerTimeout: number;
   // The value of this instance's DedupeStore claims: release() deletes only rows holding it.
   readonly #token = claimToken();
+  readonly #table: ReturnType<typeof tableParts>;
 
   constructor(db: Db, options: SqliteInboxOptions) {
+    super();
     const basics = inboxBasics(options, "SqliteInbox");
     this.#scope = basics.scope;
     this.#sql = statementsFor(options.table ?? DEFAULT_TABLE);
@@ -86,6 +95,14 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
         "flag-webhooks: SqliteInbox needs a SQLite database: node:sqlite DatabaseSync, a better-sqlite3 or bun:sqlite Database, an @libsql/client client, a D1 binding or a Durable Object's ctx.storage",
       );
     }
+    this.#table = tableParts(options.table ?? DEFAULT_TABLE);
+    const { now = Date.now } = options;
+    if (typeof now !== "function") throw new TypeError('flag-webhooks: option "now" must be a function');
+    // Keep-then-work needs a transaction held open while a handler runs: not on D1 and Durable Objects.
+    if (!this.#interactive) return;
+    const settings = { name: "SQLite", scope: this.#scope, retention: this.#retention, timeout: this.#timeout, now };
+    const transactions = { begin: () => this.#begin(), commit: (open: OpenTransaction) => this.#commit(open) };
+    this.keepWith(new Keep(sqliteKeep(transactions), keepStatements(this.#table.quoted, SQLITE_DIALECT), settings));
   }
 
   /**
@@ -107,7 +124,12 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
       return;
     }
     await this.#transaction(async (open) => {
-      for (const sql of create) await open.run(sql, []);
+      // The table first (an old one keeps its shape), then what keep-then-work adds to an old
+      // table, then the indexes: all of one list with what `flag-webhooks schema sqlite` prints.
+      const [table, ...indexes] = create;
+      await open.run(table as string, []);
+      await migrateKeep(open, this.#table);
+      for (const sql of indexes) await open.run(sql, []);
     });
   }
 

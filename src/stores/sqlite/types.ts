@@ -150,4 +150,9 @@ export interface SqliteInboxOptions {
    * Not on D1 and Durable Objects, whose handlers hold no transaction.
    */
   handlerTimeout?: number | string;
+  /**
+   * The clock keep-then-work reads (`enqueue()`, `work()`, `replay()`), in ms since the epoch:
+   * every time it stores or compares. For tests. Default `Date.now`.
+   */
+  now?: () => number;
 }

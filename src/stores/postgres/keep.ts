@@ -1,0 +1,73 @@
+// Keep-then-work on Postgres: its dialect of the shared statements (src/stores/work/), the
+// database as keep-then-work uses it (a pg or postgres.js driver), and what migrate() adds to an
+// existing table. Several workers in several processes: a worker takes due rows with FOR UPDATE
+// SKIP LOCKED, and runs each in a transaction that holds the row's lock, so that while one runs
+// an event, no other can take it, even past its lease.
+import type { HeldTransaction, KeepDatabase, KeepParam } from "../work/database.js";
+import { type Dialect, KEEP_COLUMNS } from "../work/statements.js";
+import { STATES, stateList } from "../work/states.js";
+import type { Driver } from "./drivers.js";
+
+/** Postgres's dialect: typed parameters, timestamps from the clock's ms, the row lock. */
+export const POSTGRES_DIALECT: Dialect = {
+  param: (n, type) => `$${n}::${type === "text" ? "text" : "bigint"}`,
+  never: "'infinity'::timestamptz",
+  at: (ms) => `to_timestamp((${ms})::float8 / 1000)`,
+  lock: " for update skip locked",
+  xid: ", txid_current()::text as xid",
+};
+
+/** The check constraint keep-then-work puts on `state`, in place of `handle()`'s. */
+const STATE_CHECK = "flag_webhooks_inbox_states";
+
+/**
+ * What migrate() runs after it creates the table, in its transaction: the columns, the state
+ * check widened to the kept states, and the index the worker finds due events by. Each is
+ * idempotent. The old check (claimed, done) is dropped and the wider one added NOT VALID: every
+ * existing row satisfies it (its states are among the new ones), so the table is not scanned
+ * under its lock; new rows are checked.
+ */
+export function keepSchema(table: string, dueIndex: string): string[] {
+  const literal = `'${table}'`;
+  return [
+    `alter table ${table} ${KEEP_COLUMNS.map(([name, type]) => `add column if not exists ${name} ${type}`).join(", ")}`,
+    `do $$
+     declare c record;
+     begin
+       for c in select conname from pg_constraint where conrelid = ${literal}::regclass and contype = 'c'
+         and pg_get_constraintdef(oid) like '%''claimed''%' and pg_get_constraintdef(oid) not like '%''parked''%'
+       loop
+         execute format('alter table %s drop constraint %I', ${literal}, c.conname);
+       end loop;
+       if not exists (select 1 from pg_constraint where conrelid = ${literal}::regclass and conname = '${STATE_CHECK}') then
+         alter table ${table} add constraint ${STATE_CHECK} check (state in ${stateList(STATES)}) not valid;
+       end if;
+     end $$`,
+    `create index if not exists ${dueIndex} on ${table} (scope, next_at) where state in ('pending', 'running')`,
+  ];
+}
+
+/** A driver as keep-then-work uses it. */
+export function postgresKeep(driver: Driver): KeepDatabase {
+  return {
+    query: (sql, params) => driver.query(sql, params),
+    async begin(sql, params): Promise<HeldTransaction> {
+      const { transaction, rows } = await driver.begin(
+        { text: sql, params: params as readonly (string | number)[] },
+        new AbortController().signal,
+      );
+      const xid = rows[0]?.xid;
+      // COMMIT only if this is still the transaction that locked the row and it is not aborted:
+      // a handler that ended it through `tx` must not have its writes taken for done.
+      const check = `do $$ begin if txid_current_if_assigned() is distinct from ${Number(xid)}::bigint then raise exception 'flag-webhooks: the worker''s transaction was ended by the handler (a COMMIT or ROLLBACK through tx)'; end if; end $$`;
+      return {
+        tx: transaction.tx,
+        rows,
+        query: (text, values: readonly KeepParam[]) => transaction.query(text, values),
+        commit: () => transaction.commit(check),
+        rollback: () => transaction.rollback(),
+        abandon: () => transaction.abort(),
+      };
+    },
+  };
+}

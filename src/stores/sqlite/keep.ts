@@ -1,0 +1,141 @@
+// Keep-then-work on SQLite: its dialect of the shared statements (src/stores/work/), the database
+// as keep-then-work uses it, and what migrate() adds to an existing table. SQLite has one writer:
+// a worker takes due rows in a write transaction (BEGIN IMMEDIATE) and runs each attempt in
+// another, which holds the write lock while the handler runs, so no other connection, in any
+// process, takes or runs an event meanwhile: the attempts on one file run one at a time.
+import type { HeldTransaction, KeepDatabase, KeepParam } from "../work/database.js";
+import { type Dialect, KEEP_COLUMNS } from "../work/statements.js";
+import { STATES, stateList } from "../work/states.js";
+import type { OpenTransaction, Param } from "./drivers.js";
+import { tableDefinition } from "./schema.js";
+import type { SqliteRow } from "./types.js";
+
+/**
+ * SQLite's dialect: numbered parameters (`?6`, turned into plain `?` by {@link positional} for
+ * the drivers that take only those), times as ms integers, no row lock (the write lock is the
+ * lock).
+ */
+export const SQLITE_DIALECT: Dialect = {
+  param: (n) => `?${n}`,
+  never: "9223372036854775807",
+  at: (ms) => `(${ms})`,
+  lock: "",
+  xid: "",
+};
+
+/** A statement with `?N` parameters as one with plain `?` and the order to bind its values in. */
+interface Positional {
+  sql: string;
+  order: number[];
+}
+
+const compiled = new Map<string, Positional>();
+
+/** `sql` with plain `?` parameters (better-sqlite3 refuses a value bound twice as `?1`), and `params` in their order. */
+export function positional(sql: string, params: readonly KeepParam[]): { sql: string; params: Param[] } {
+  let statement = compiled.get(sql);
+  if (!statement) {
+    const order: number[] = [];
+    const text = sql.replace(/\?(\d+)/g, (_, n: string) => {
+      order.push(Number(n) - 1);
+      return "?";
+    });
+    statement = { sql: text, order };
+    compiled.set(sql, statement);
+  }
+  return { sql: statement.sql, params: statement.order.map((index) => params[index] ?? null) };
+}
+
+/** How the inbox lends keep-then-work its transactions: its turn and write lock, and its COMMIT. */
+export interface SqliteTransactions {
+  begin(): Promise<OpenTransaction>;
+  commit(open: OpenTransaction): Promise<void>;
+}
+
+/** An interactive SQLite database as keep-then-work uses it. */
+export function sqliteKeep(transactions: SqliteTransactions): KeepDatabase {
+  const inside = (open: OpenTransaction, sql: string, params: readonly KeepParam[]) => {
+    const statement = positional(sql, params);
+    return open.query(statement.sql, statement.params);
+  };
+  return {
+    async query(sql, params) {
+      const open = await transactions.begin();
+      let rows: SqliteRow[];
+      try {
+        rows = await inside(open, sql, params);
+      } catch (error) {
+        await open.rollback();
+        throw error;
+      }
+      await transactions.commit(open);
+      return rows;
+    },
+    async begin(sql, params): Promise<HeldTransaction> {
+      const open = await transactions.begin();
+      let rows: SqliteRow[];
+      try {
+        rows = await inside(open, sql, params);
+      } catch (error) {
+        await open.rollback();
+        throw error;
+      }
+      return {
+        tx: open.tx,
+        rows,
+        query: (text, values) => inside(open, text, values),
+        commit: () => transactions.commit(open),
+        rollback: () => open.rollback(),
+        // A synchronous connection cannot be cut off under a handler: rolled back, so nothing of
+        // the attempt commits (the handler is told through its signal to stop).
+        abandon: () => void open.rollback(),
+      };
+    },
+  };
+}
+
+/**
+ * What migrate() does after it creates the table, in its transaction: adds the missing columns
+ * (SQLite has no `add column if not exists`: `pragma table_info` says which), then, when the
+ * table's state check is still `handle()`'s (claimed, done), rebuilds the table with the wider
+ * one (SQLite cannot alter a constraint), copying every row. Each step is skipped once done;
+ * the indexes follow, from the schema's list.
+ */
+export async function migrateKeep(
+  open: OpenTransaction,
+  table: { schema: string; name: string; quoted: string },
+): Promise<void> {
+  const { schema, name, quoted } = table;
+  const columns = await open.query(`pragma ${schema}table_info("${name}")`, []);
+  const present = new Set(columns.map((column) => String(column.name)));
+  for (const [column, , type] of KEEP_COLUMNS) {
+    if (!present.has(column)) await open.run(`alter table ${quoted} add column ${column} ${type}`, []);
+  }
+  const [definition] = await open.query(`select sql from ${schema}sqlite_master where type = 'table' and name = ?`, [
+    name,
+  ]);
+  if (!String(definition?.sql ?? "").includes("'parked'")) {
+    const fresh = `${schema}"${name}__flag_webhooks_new"`;
+    const all = [
+      "scope",
+      "id",
+      "state",
+      "token",
+      "expires_at",
+      "handled_at",
+      ...KEEP_COLUMNS.map(([column]) => column),
+    ];
+    await open.run(tableDefinition(fresh, ""), []);
+    await open.run(`insert into ${fresh} (${all.join(", ")}) select ${all.join(", ")} from ${quoted}`, []);
+    await open.run(`drop table ${quoted}`, []);
+    await open.run(`alter table ${fresh} rename to "${name}"`, []);
+  }
+}
+
+/** The parts of a table option (already checked by statementsFor): its schema prefix, name, and quoted form. */
+export function tableParts(table: string): { schema: string; name: string; quoted: string } {
+  const parts = table.split(".");
+  const name = parts.pop() as string;
+  const schema = parts.length ? `"${parts[0]}".` : "";
+  return { schema, name, quoted: `${schema}"${name}"` };
+}

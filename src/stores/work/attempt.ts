@@ -1,0 +1,120 @@
+// One attempt at a kept event: take it (a short committed transaction that counts the attempt and
+// sets a lease, so a process that dies mid-handler still used it up), then run the handler in a
+// transaction that locks the row and commits the "done" mark with the handler's writes. A failure
+// is recorded in a transaction of its own, with the next attempt's time from the schedule.
+import { parseEvent } from "../../events.js";
+import type { KeepDatabase, KeepRow } from "./database.js";
+import { attemptsOf, nextAttemptAt, type Schedule } from "./schedule.js";
+import type { KeepStatements } from "./statements.js";
+import type { KeptHandler } from "./types.js";
+
+/** An event a worker took: running, or parked by the take when it had no attempt left. */
+export interface Taken {
+  id: string;
+  state: string;
+  attempt: number;
+  body: string;
+}
+
+/** The bounds of each attempt, checked once. */
+export interface Plan {
+  schedule: Schedule;
+  deadline: number;
+  lease: number;
+}
+
+/** Where the attempts run: the database, its statements, the scope, the clock. */
+export interface Ground {
+  db: KeepDatabase;
+  sql: KeepStatements;
+  scope: string;
+  retention: number;
+  now: () => number;
+}
+
+/** How an attempt ended: done, failed (retried or parked), or not this worker's any more. */
+export type Outcome = "done" | "failed" | "lost";
+
+/** Takes up to `limit` due events (only `id`, when given). */
+export async function take(ground: Ground, plan: Plan, limit: number, id: string | null = null): Promise<Taken[]> {
+  const { db, sql, scope, now } = ground;
+  const rows = await db.query(sql.take, [scope, now(), plan.lease, attemptsOf(plan.schedule), limit, id]);
+  return rows.map((row: KeepRow) => ({
+    id: String(row.id),
+    state: String(row.state),
+    attempt: Number(row.attempts),
+    body: String(row.body ?? ""),
+  }));
+}
+
+/** Runs one attempt of a taken (running) event with `fn`. */
+export async function attempt<Tx>(ground: Ground, plan: Plan, taken: Taken, fn: KeptHandler<Tx>): Promise<Outcome> {
+  const { db, sql, scope } = ground;
+  let event: ReturnType<typeof parseEvent>;
+  try {
+    event = parseEvent(taken.body);
+  } catch (error) {
+    // The body was verified when it came; a parser that refuses it now (after an upgrade) will
+    // refuse it on every attempt: parked with the reason, not retried.
+    return fail(ground, plan, taken, `the body no longer parses: ${messageOf(error)}`, true);
+  }
+  const gaveUp = new AbortController();
+  const timer = setTimeout(
+    () => gaveUp.abort(new Error(`attempt ${taken.attempt} ran past its deadline of ${plan.deadline} ms`)),
+    plan.deadline,
+  );
+  const expired = new Promise<never>((_, reject) => {
+    gaveUp.signal.addEventListener("abort", () => reject(gaveUp.signal.reason), { once: true });
+  });
+  expired.catch(() => {});
+  let open: Awaited<ReturnType<KeepDatabase["begin"]>> | undefined;
+  const begun = db.begin(sql.lock, [scope, taken.id, taken.attempt]);
+  try {
+    open = await Promise.race([begun, expired]);
+    if (open.rows.length === 0) {
+      // Taken by another worker after this one's lease lapsed, or purged: not ours to run.
+      await open.rollback();
+      return "lost";
+    }
+    const held = open;
+    await Promise.race([fn(event, held.tx as Tx, { attempt: taken.attempt, signal: gaveUp.signal }), expired]);
+    const marked = await Promise.race([
+      held.query(sql.done, [scope, taken.id, ground.now(), ground.retention, taken.attempt]),
+      expired,
+    ]);
+    if (marked.length === 0) {
+      await held.rollback();
+      return "lost";
+    }
+    await Promise.race([held.commit(), expired]);
+    return "done";
+  } catch (error) {
+    if (open) {
+      if (gaveUp.signal.aborted) open.abandon();
+      else await open.rollback();
+    } else {
+      // The deadline passed before the transaction began: one that begins later holds the row's
+      // lock for nobody, so it is rolled back as soon as it comes.
+      begun.then(
+        (late) => late.rollback(),
+        () => {},
+      );
+    }
+    return fail(ground, plan, taken, messageOf(error), false);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Records a failed attempt: pending again at the schedule's next time, or parked. */
+async function fail(ground: Ground, plan: Plan, taken: Taken, reason: string, park: boolean): Promise<Outcome> {
+  const next = park ? undefined : nextAttemptAt(plan.schedule, taken.attempt, ground.now());
+  await ground.db.query(ground.sql.fail, [ground.scope, taken.id, taken.attempt, reason, next ?? null]);
+  return "failed";
+}
+
+/** What is recorded of a failure: its message, cut to 1,000 characters. */
+function messageOf(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.length > 1000 ? `${message.slice(0, 999)}…` : message;
+}

@@ -1,0 +1,33 @@
+// What keep-then-work needs of a database, whichever it is: one statement committed on its own,
+// and a transaction held open while a handler runs. The Postgres and SQLite inboxes each give
+// this (src/stores/postgres/keep.ts, src/stores/sqlite/keep.ts); everything else is shared.
+
+/** A value the statements bind. */
+export type KeepParam = string | number | null;
+
+/** A row as a driver returns it. */
+export type KeepRow = Record<string, unknown>;
+
+/** A transaction whose first statement ran, held open until the worker commits or rolls it back. */
+export interface HeldTransaction {
+  /** What the handler gets as `tx`. */
+  readonly tx: unknown;
+  /** The rows of the first statement. */
+  readonly rows: readonly KeepRow[];
+  /** One statement inside the transaction. */
+  query(sql: string, params: readonly KeepParam[]): Promise<readonly KeepRow[]>;
+  /** COMMIT; rejects when the transaction did not commit (the handler ended it, the database failed). */
+  commit(): Promise<void>;
+  /** Rolls back; never rejects. */
+  rollback(): Promise<void>;
+  /** Gives up at once while the handler may still be running (past its deadline): nothing of it commits. */
+  abandon(): void;
+}
+
+/** A database, as keep-then-work uses it. */
+export interface KeepDatabase {
+  /** One statement, committed on its own. */
+  query(sql: string, params: readonly KeepParam[]): Promise<readonly KeepRow[]>;
+  /** A transaction of its own, whose first statement is `sql`. */
+  begin(sql: string, params: readonly KeepParam[]): Promise<HeldTransaction>;
+}

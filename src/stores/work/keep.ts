@@ -1,0 +1,233 @@
+// Keep-then-work for one inbox (a scope in a table): the receiving side (enqueue), the worker,
+// and looking and acting (pending, parked, kept, replay, purge). Driver-free: each inbox gives a
+// KeepDatabase and the statements of its dialect; this decides everything else, once.
+import { WebhookError } from "../../errors.js";
+import type { WebhookEvent } from "../../events.js";
+import { rawBodyOf, wantsRawBody } from "../../raw-body.js";
+import { duplicateReply, inboxHandler } from "../../store-contract/enlist.js";
+import { storedId } from "../../store-contract/keys.js";
+import { parseDuration, TIMER_MAX } from "../../util/duration.js";
+import { withTimeout } from "../../util/timeout.js";
+import { attempt, type Ground, type Plan, take } from "./attempt.js";
+import type { KeepDatabase, KeepRow } from "./database.js";
+import { scheduleOf } from "./schedule.js";
+import type { KeepStatements } from "./statements.js";
+import type { InboxState } from "./states.js";
+import type {
+  EnqueueOptions,
+  InboxWorker,
+  KeepOptions,
+  KeptEvent,
+  KeptHandler,
+  PurgeTarget,
+  ReplayTarget,
+  WorkOptions,
+} from "./types.js";
+import { Worker } from "./worker.js";
+
+/** What an inbox tells keep-then-work of itself. */
+export interface KeepSettings {
+  /** "Postgres" or "SQLite", for messages. */
+  name: string;
+  scope: string;
+  retention: number;
+  /** The bound on each of the inbox's own steps, in ms. */
+  timeout: number;
+  /** The clock, in ms since the epoch. */
+  now: () => number;
+}
+
+const LIST_LIMIT = 100;
+const exact = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/** Keep-then-work on one inbox. */
+export class Keep {
+  readonly #ground: Ground;
+
+  constructor(
+    db: KeepDatabase,
+    sql: KeepStatements,
+    private readonly settings: KeepSettings,
+  ) {
+    this.#ground = { db, sql, scope: settings.scope, retention: settings.retention, now: settings.now };
+  }
+
+  /** The `onEvent` that keeps each event before its 2xx (see the inboxes' `enqueue()`). */
+  enqueue<Tx>(options: EnqueueOptions<Tx> = {}): (event: WebhookEvent) => Promise<unknown> {
+    if (typeof options !== "object" || options === null) throw new TypeError("flag-webhooks: enqueue() takes options");
+    const { run } = options;
+    if (run !== undefined && typeof run !== "function") {
+      throw new TypeError('flag-webhooks: option "run" of enqueue() must be a handler function');
+    }
+    const plan = run ? planOf(options) : undefined;
+    const handler = async (event: WebhookEvent): Promise<unknown> => {
+      const id = await storedId(event.id);
+      const kept = await this.#store(() =>
+        this.#ground.db.query(this.#ground.sql.insert, [
+          this.settings.scope,
+          id,
+          bodyOf(event),
+          typeOf(event),
+          event.createdAt,
+          this.settings.now(),
+        ]),
+      );
+      if (kept.length === 0) {
+        // Already there: a copy of a kept or handled event is a duplicate; one that `handle()` or a
+        // DedupeStore claim holds right now is in progress, and the sender's retry will find it.
+        const row = await this.#store(() => this.#ground.db.query(this.#ground.sql.one, [this.settings.scope, id]));
+        if (row[0]?.state === "claimed") {
+          throw new WebhookError(
+            "delivery_in_progress",
+            `event ${event.id} is being handled by another delivery; retry later`,
+          );
+        }
+        return duplicateReply();
+      }
+      if (!(run && plan)) return ACCEPTED;
+      // Inline first: the event is kept already, so whatever this attempt does, the answer is a
+      // 2xx and a failure is the worker's to retry.
+      try {
+        const [taken] = await take(this.#ground, plan, 1, id);
+        if (taken?.state === "running" && (await attempt(this.#ground, plan, taken, run)) === "done") return undefined;
+      } catch {
+        // The failure mark did not land: the lease runs out and a worker takes the event again.
+      }
+      return ACCEPTED;
+    };
+    // An inbox's onEvent, so a receiver checks the retention against maxAge when it is made; it
+    // enlists nothing (the event commits before this returns), so it needs no delivery.
+    return wantsRawBody(inboxHandler(this.settings.retention, (_delivery, event: WebhookEvent) => handler(event)));
+  }
+
+  /** A worker running `fn` on due events (see the inboxes' `work()`). */
+  work<Tx>(fn: KeptHandler<Tx>, options: WorkOptions = {}): InboxWorker {
+    if (typeof fn !== "function") throw new TypeError("flag-webhooks: inbox.work() takes a handler function");
+    if (typeof options !== "object" || options === null) throw new TypeError("flag-webhooks: work() takes options");
+    const interval =
+      options.interval === false ? false : parseDuration(options.interval ?? "1s", "interval", TIMER_MAX);
+    const concurrency = options.concurrency ?? 1;
+    if (!Number.isInteger(concurrency) || concurrency < 1) {
+      throw new TypeError('flag-webhooks: option "concurrency" must be a whole number from 1');
+    }
+    const onError = options.onError ?? ((error: unknown) => console.error("flag-webhooks: inbox worker:", error));
+    return new Worker(this.#ground, planOf(options), fn, { interval, concurrency, onError });
+  }
+
+  /** Kept events in `states`, oldest first, at most `limit`. */
+  async list(states: readonly [InboxState, InboxState], limit = LIST_LIMIT): Promise<KeptEvent[]> {
+    if (!Number.isInteger(limit) || limit < 1)
+      throw new TypeError('flag-webhooks: option "limit" must be a whole number from 1');
+    const rows = await this.#ground.db.query(this.#ground.sql.list, [this.settings.scope, ...states, limit]);
+    return rows.map(keptOf);
+  }
+
+  /** One event of this scope, in any state, by its id. */
+  async kept(eventId: string): Promise<KeptEvent | undefined> {
+    const rows = await this.#ground.db.query(this.#ground.sql.one, [this.settings.scope, await idOf(eventId)]);
+    return rows[0] ? keptOf(rows[0]) : undefined;
+  }
+
+  /** Makes parked (and pending) events due now, with a full schedule of attempts; resolves with how many. */
+  async replay(target: ReplayTarget): Promise<number> {
+    const one = typeof target === "string";
+    const since = one ? null : instant(target?.since, "since");
+    const id = one ? await idOf(target) : null;
+    const rows = await this.#ground.db.query(this.#ground.sql.replay, [
+      this.settings.scope,
+      this.settings.now(),
+      id,
+      since,
+    ]);
+    return rows.length;
+  }
+
+  /** Deletes one event, or the events in one state (kept before an instant); resolves with how many. */
+  async purge(target: PurgeTarget): Promise<number> {
+    let params: [string | null, string | null, number | null];
+    if (typeof target === "string") params = [await idOf(target), null, null];
+    else {
+      const state = target?.state;
+      if (state !== "parked" && state !== "pending" && state !== "done") {
+        throw new TypeError(
+          'flag-webhooks: purge() takes an event id or { state: "parked" | "pending" | "done", before? }',
+        );
+      }
+      params = [null, state, target.before === undefined ? null : instant(target.before, "before")];
+    }
+    const rows = await this.#ground.db.query(this.#ground.sql.purge, [this.settings.scope, ...params]);
+    return rows.length;
+  }
+
+  /** A step of the receiving side: bounded by the inbox's timeout, and a 503 when it fails. */
+  async #store<T>(step: () => Promise<T>): Promise<T> {
+    try {
+      return await withTimeout(
+        step(),
+        this.settings.timeout,
+        () => new Error(`${this.settings.name} did not answer within ${this.settings.timeout} ms`),
+      );
+    } catch (error) {
+      if (error instanceof WebhookError) throw error;
+      throw new WebhookError("store_unavailable", `the ${this.settings.name} inbox is unavailable; retry later`, {
+        cause: error,
+      });
+    }
+  }
+}
+
+/** The answer to a delivery kept for a worker. */
+const ACCEPTED = Object.freeze({ status: 202 });
+
+/** The schedule and bounds of `options`, checked. */
+function planOf(options: KeepOptions): Plan {
+  const deadline = parseDuration(options.deadline ?? "1m", "deadline", TIMER_MAX);
+  const lease = parseDuration(options.lease ?? "5m", "lease");
+  if (lease <= deadline) throw new TypeError('flag-webhooks: option "lease" must be longer than "deadline"');
+  return { schedule: scheduleOf(options), deadline, lease };
+}
+
+/**
+ * The body to keep: the bytes whose signature the receiver verified, as their UTF-8 text (a
+ * verified body parsed as JSON, so it is valid UTF-8, and decoding keeps every byte, a byte order
+ * mark included). An event that came without a receiver is kept as its JSON, under its type as sent.
+ */
+function bodyOf(event: WebhookEvent): string {
+  const raw = rawBodyOf(event);
+  if (raw) return exact.decode(raw);
+  const { originalType, ...rest } = event as WebhookEvent & { originalType?: string };
+  return JSON.stringify(originalType === undefined ? rest : { ...rest, type: originalType });
+}
+
+function typeOf(event: WebhookEvent): string {
+  return (event as { originalType?: string }).originalType ?? event.type;
+}
+
+function idOf(eventId: unknown): string | Promise<string> {
+  if (typeof eventId !== "string") throw new TypeError("flag-webhooks: an event id is a string");
+  return storedId(eventId);
+}
+
+function instant(value: unknown, option: string): number {
+  const ms = value instanceof Date ? value.getTime() : value;
+  if (typeof ms !== "number" || !Number.isFinite(ms)) {
+    throw new TypeError(`flag-webhooks: option "${option}" must be a Date or ms since the epoch`);
+  }
+  return ms;
+}
+
+function keptOf(row: KeepRow): KeptEvent {
+  const number = (value: unknown) => (value === null || value === undefined ? null : Number(value));
+  const text = (value: unknown) => (value === null || value === undefined ? null : String(value));
+  return {
+    id: String(row.id),
+    state: String(row.state) as InboxState,
+    type: text(row.type),
+    createdAt: text(row.created_at),
+    receivedAt: number(row.received_at),
+    attempts: Number(row.attempts ?? 0),
+    nextAttemptAt: number(row.next_at),
+    lastError: text(row.last_error),
+    body: text(row.body),
+  };
+}

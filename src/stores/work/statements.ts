@@ -1,0 +1,111 @@
+// The statements of keep-then-work, written once for both inboxes: each database gives its
+// dialect (how a parameter is written, its clock's SQL, its row lock), and gets the same
+// statements, so the states, "due" and every transition are decided in one place.
+import { dueCondition } from "./states.js";
+
+/** What differs between Postgres and SQLite in the statements below. */
+export interface Dialect {
+  /** Parameter `n` (from 1), of a type: `$n::text` on Postgres, `?n` on SQLite. */
+  param(n: number, type: "text" | "int"): string;
+  /** The `expires_at` of a kept event: never, so neither `prune()` nor a claim takes it. */
+  readonly never: string;
+  /** The `expires_at`/`handled_at` value of an instant in ms since the epoch (SQL given). */
+  at(ms: string): string;
+  /** What follows the select of rows to take: `for update skip locked` on Postgres. */
+  readonly lock: string;
+  /** A column the lock statement adds (Postgres: the transaction id, to check at COMMIT). */
+  readonly xid: string;
+}
+
+/** The columns keep-then-work adds to the inbox table, with their Postgres and SQLite types. */
+export const KEEP_COLUMNS: readonly (readonly [name: string, postgres: string, sqlite: string])[] = [
+  // The body as received (its UTF-8, decoded losslessly: a verified body is valid UTF-8 JSON).
+  ["body", "text", "text"],
+  ["type", "text", "text"],
+  ["created_at", "text", "text"],
+  ["received_at", "bigint", "integer"],
+  ["attempts", "integer not null default 0", "integer not null default 0"],
+  ["next_at", "bigint", "integer"],
+  ["last_error", "text", "text"],
+  ["lease_until", "bigint", "integer"],
+];
+
+/** The statements of keep-then-work on one table; their parameters are listed in order. */
+export interface KeepStatements {
+  /** Keeps a new event as pending, due now; a row only when it did. (scope, id, body, type, createdAt, now) */
+  readonly insert: string;
+  /** Takes up to `limit` due events (one, with `id`), counting the attempt; parks those with none left. (scope, now, lease, attempts, limit, id) */
+  readonly take: string;
+  /** In the attempt's transaction: the row, locked, if it is still this attempt's. (scope, id, attempt) */
+  readonly lock: string;
+  /** In the attempt's transaction: marks it done if it is still this attempt's; a row when it did. (scope, id, now, retention, attempt) */
+  readonly done: string;
+  /** After a failed attempt: pending again at `next`, or parked when `next` is null. (scope, id, attempt, error, next) */
+  readonly fail: string;
+  /** Kept events in one of two states, oldest first. (scope, state, state, limit) */
+  readonly list: string;
+  /** One event, in any state. (scope, id) */
+  readonly one: string;
+  /** Parked (and pending) events made due now with their attempts anew. (scope, now, id or null, since or null) */
+  readonly replay: string;
+  /** Deletes events. (scope, id or null, state or null, before or null) */
+  readonly purge: string;
+}
+
+const FIELDS = "id, state, type, created_at, received_at, attempts, next_at, last_error, body";
+
+/** The statements for the table `t` (quoted already) in `dialect`. */
+export function keepStatements(t: string, d: Dialect): KeepStatements {
+  const text = (n: number) => d.param(n, "text");
+  const int = (n: number) => d.param(n, "int");
+  const spent = `attempts >= ${int(4)}`;
+  return {
+    insert: `insert into ${t} (scope, id, state, token, expires_at, handled_at, body, type, created_at, received_at,
+        attempts, next_at, last_error, lease_until)
+      values (${text(1)}, ${text(2)}, 'pending', null, ${d.never}, ${d.at(int(6))}, ${text(3)}, ${text(4)}, ${text(5)},
+        ${int(6)}, 0, ${int(6)}, null, null)
+      on conflict (scope, id) do update set state = 'pending', token = null, expires_at = excluded.expires_at,
+        handled_at = excluded.handled_at, body = excluded.body, type = excluded.type, created_at = excluded.created_at,
+        received_at = excluded.received_at, attempts = 0, next_at = excluded.next_at, last_error = null,
+        lease_until = null
+      where ${t}.expires_at <= ${d.at(int(6))}
+      returning 1 as kept`,
+    // A running row whose lease lapsed with no attempt left is parked: its last attempt was counted
+    // when it was taken, and never ended (the worker died, or ran past the lease).
+    take: `update ${t} set
+        state = case when ${spent} then 'parked' else 'running' end,
+        last_error = case when ${spent} and state = 'running'
+          then 'attempt ' || attempts || ' of ' || attempts || ' ended without a result: the worker stopped, or ran past its lease'
+          else last_error end,
+        lease_until = case when ${spent} then null else ${int(2)} + ${int(3)} end,
+        next_at = case when ${spent} then null else next_at end,
+        attempts = case when ${spent} then attempts else attempts + 1 end
+      where (scope, id) in (
+        select scope, id from ${t}
+        where scope = ${text(1)} and ${dueCondition(int(2))} and (${text(6)} is null or id = ${text(6)})
+        order by next_at limit ${int(5)}${d.lock}
+      )
+      returning id, state, attempts, body`,
+    lock: `select 1 as ours${d.xid} from ${t}
+      where scope = ${text(1)} and id = ${text(2)} and state = 'running' and attempts = ${int(3)}${d.lock}`,
+    done: `update ${t} set state = 'done', token = null, lease_until = null, next_at = null,
+        expires_at = ${d.at(`${int(3)} + ${int(4)}`)}, handled_at = ${d.at(int(3))}
+      where scope = ${text(1)} and id = ${text(2)} and state = 'running' and attempts = ${int(5)}
+      returning 1 as done`,
+    fail: `update ${t} set state = case when ${int(5)} is null then 'parked' else 'pending' end,
+        next_at = ${int(5)}, last_error = ${text(4)}, lease_until = null
+      where scope = ${text(1)} and id = ${text(2)} and state = 'running' and attempts = ${int(3)}
+      returning 1 as marked`,
+    list: `select ${FIELDS} from ${t} where scope = ${text(1)} and state in (${text(2)}, ${text(3)})
+      order by received_at, id limit ${int(4)}`,
+    one: `select ${FIELDS} from ${t} where scope = ${text(1)} and id = ${text(2)}`,
+    replay: `update ${t} set state = 'pending', attempts = 0, next_at = ${int(2)}, lease_until = null, expires_at = ${d.never}
+      where scope = ${text(1)} and state in ('parked', 'pending')
+        and (${text(3)} is null or id = ${text(3)}) and (${int(4)} is null or received_at >= ${int(4)})
+      returning id`,
+    purge: `delete from ${t}
+      where scope = ${text(1)} and (${text(2)} is null or id = ${text(2)})
+        and (${text(3)} is null or state = ${text(3)}) and (${int(4)} is null or received_at < ${int(4)})
+      returning id`,
+  };
+}

@@ -1,0 +1,30 @@
+// The states of a row of an inbox table, and what "due" means: decided here once, for the
+// Postgres and the SQLite inbox alike (their statements are built from this, in ./statements.ts).
+
+/**
+ * A row's state. `claimed` and `done` are `handle()`'s (and the DedupeStore's); keep-then-work
+ * adds `pending` (kept, waiting for its next attempt), `running` (taken by a worker, under a
+ * lease) and `parked` (its attempts are spent, or its body no longer parses: kept until replayed
+ * or purged). A kept event ends `done`, as one `handle()` ran.
+ */
+export type InboxState = "claimed" | "done" | "pending" | "running" | "parked";
+
+/** Every state, in the order of the table's check constraint. */
+export const STATES: readonly InboxState[] = ["claimed", "done", "pending", "running", "parked"];
+
+/** The states of a kept event that a copy of it finds there: a duplicate, as a `done` one is. */
+export const KEPT: readonly InboxState[] = ["pending", "running", "parked"];
+
+/**
+ * The condition of a due row, with `now` the SQL of the clock's value: pending and its next
+ * attempt's time has come, or running and its lease has lapsed (the worker that took it stopped,
+ * or hung past it: its attempt was counted when it took it).
+ */
+export function dueCondition(now: string): string {
+  return `((state = 'pending' and next_at <= ${now}) or (state = 'running' and lease_until <= ${now}))`;
+}
+
+/** The SQL list of `states`, for `state in (…)`. */
+export function stateList(states: readonly InboxState[]): string {
+  return `(${states.map((state) => `'${state}'`).join(", ")})`;
+}

@@ -1,0 +1,96 @@
+// The types users meet in keep-then-work, shared by PostgresInbox and SqliteInbox: what the
+// worker runs, its options, what the inbox shows of a kept event, and what replay and purge take.
+import type { WebhookEvent } from "../../events.js";
+import type { InboxState } from "./states.js";
+
+export type { InboxState } from "./states.js";
+
+/** What the worker tells the handler of one attempt, as its third argument. */
+export interface AttemptInfo {
+  /** This attempt's number: 1 for the first. */
+  attempt: number;
+  /** Aborted when the attempt's `deadline` passes or the worker is closed: stop, and let it fail. */
+  signal: AbortSignal;
+}
+
+/**
+ * What `work(fn)` runs: the event, the transaction its "done" mark commits in (as `handle()`'s
+ * `tx`), and the attempt. A `createRouter()` router whose handlers take `(event, tx)` is one.
+ */
+export type KeptHandler<Tx> = (event: WebhookEvent, tx: Tx, attempt: AttemptInfo) => unknown;
+
+/** The retry schedule and the attempt's bounds: options of `work()` and of `enqueue({ run })`. */
+export interface KeepOptions {
+  /**
+   * The delays before attempts 2, 3…, in ms or as durations; after the last, a failing event is
+   * parked. Default `["10s", "1m", "5m", "30m", "2h", "6h", "12h", "24h", "24h"]`: 10 attempts
+   * over about 2.9 days (docs/inbox-worker.md: why).
+   */
+  retries?: readonly (number | string)[];
+  /** Each delay is drawn within ± this fraction of it, so failures at once do not retry at once. Default `0.1`. */
+  jitter?: number;
+  /** The source of the jitter, for tests. Default `Math.random`. */
+  random?: () => number;
+  /** How long one attempt may run before it counts as failed (its signal aborts). Default `"1m"`. */
+  deadline?: number | string;
+  /**
+   * How long a taken event is the taker's: past it, another worker may take it (the one that took
+   * it stopped). Longer than `deadline`. Default `"5m"`.
+   */
+  lease?: number | string;
+}
+
+/** Options of `work()`. */
+export interface WorkOptions extends KeepOptions {
+  /** How often an idle worker looks for due events, in ms or as a duration; `false`: never (call `drain()`). Default `"1s"`. */
+  interval?: number | string | false;
+  /** How many events one worker runs at once (Postgres; SQLite runs one at a time). Default `1`. */
+  concurrency?: number;
+  /** Told of the worker's own failures (the database unreachable); the worker goes on. Default: `console.error`. */
+  onError?: (error: unknown) => void;
+}
+
+/** Options of `enqueue()`. */
+export interface EnqueueOptions<Tx> extends KeepOptions {
+  /**
+   * Inline first, kept on failure: once the event is kept, run this handler at once, in the
+   * request, as the worker would (its first attempt). Done: `204`; failed: `202`, and a worker
+   * retries it on the schedule. Without it, the answer is `202` and a worker runs it.
+   */
+  run?: KeptHandler<Tx>;
+}
+
+/** A worker started by `work()`. */
+export interface InboxWorker {
+  /** Runs every due event now, until none is left; resolves with how many attempts it ran. */
+  drain(): Promise<number>;
+  /** Stops taking events and resolves once the running attempts have ended. */
+  close(): Promise<void>;
+}
+
+/** A kept event, as `pending()`, `parked()` and `kept()` show it. */
+export interface KeptEvent {
+  /** The event id as stored (a very long or unusual id is stored as `#` and its SHA-256). */
+  id: string;
+  state: InboxState;
+  /** The event's type, as received (`null` for a row `handle()` wrote). */
+  type: string | null;
+  /** The event's `createdAt`, as received. */
+  createdAt: string | null;
+  /** When the inbox kept it, in ms since the epoch. */
+  receivedAt: number | null;
+  /** Attempts made so far. */
+  attempts: number;
+  /** When the next attempt is due, in ms since the epoch; `null` when none is. */
+  nextAttemptAt: number | null;
+  /** Why the last attempt failed, or why it was parked. */
+  lastError: string | null;
+  /** The body as received (the bytes whose signature was verified, as UTF-8 text). */
+  body: string | null;
+}
+
+/** What `replay()` takes: one event id, or every parked (and pending) event kept since an instant. */
+export type ReplayTarget = string | { since: Date | number };
+
+/** What `purge()` takes: one event id, or the events in one state, optionally kept before an instant. */
+export type PurgeTarget = string | { state: "parked" | "pending" | "done"; before?: Date | number };
