@@ -124,8 +124,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
       return;
     }
     await this.#transaction(async (open) => {
-      // The table first (an old one keeps its shape), then what keep-then-work adds to an old
-      // table, then the indexes: all of one list with what `flag-webhooks schema sqlite` prints.
+      // The schema's list (what `flag-webhooks schema sqlite` prints), an old table brought up to date.
       const [table, ...indexes] = create;
       await open.run(table as string, []);
       await migrateKeep(open, this.#table);
@@ -259,9 +258,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     // transaction is rolled back and the turn goes on to the next delivery.
     const late = () => {
       void open.rollback();
-      return new Error(
-        `flag-webhooks: the handler did not finish within handlerTimeout (${this.#handlerTimeout} ms): rolled back`,
-      );
+      return new Error(`flag-webhooks: the handler did not finish within handlerTimeout (${this.#handlerTimeout} ms)`);
     };
     return this.#settle(delivery, unit, async () => {
       const value = await withTimeout(
