@@ -5,7 +5,6 @@
 // process, takes or runs an event meanwhile: the attempts on one file run one at a time.
 import type { HeldTransaction, KeepDatabase, KeepParam } from "../work/database.js";
 import { type Dialect, KEEP_COLUMNS } from "../work/statements.js";
-import { STATES, stateList } from "../work/states.js";
 import type { OpenTransaction, Param } from "./drivers.js";
 import { tableDefinition } from "./schema.js";
 import type { SqliteRow } from "./types.js";
