@@ -24,8 +24,8 @@ function closed(): Error {
 
 /**
  * A synchronous connection for the handler: `exec` and `prepare` send a transaction statement as
- * the savepoints `nesting` says; every statement, and every statement prepared through it, fails
- * once `open()` is false. Anything else (better-sqlite3's `transaction()`, which nests with
+ * the savepoints `nesting` says, and fail once `open()` is false (a statement prepared before
+ * then is the driver's own, and runs). Anything else (better-sqlite3's `transaction()`, which nests with
  * savepoints of its own inside a transaction) is the connection's own.
  */
 export function syncTx(db: object, open: () => boolean): HandlerTx {
@@ -44,7 +44,8 @@ export function syncTx(db: object, open: () => boolean): HandlerTx {
   const prepare = (sql: unknown, ...rest: unknown[]) => {
     live();
     const steps = typeof sql === "string" ? stepsOf(sql, "sqlite") : undefined;
-    if (!steps) return forwarding(connection.prepare(sql, ...rest) as object, {}, live);
+    // The statement itself is the driver's: an app may keep it and run it in later deliveries.
+    if (!steps) return connection.prepare(sql, ...rest);
     // A transaction statement runs when the statement does, at the depth of that moment.
     const run = () => {
       live();

@@ -124,6 +124,21 @@ describe.each(Object.entries(drivers))("SqliteInbox on %s: a handler that never 
   });
 });
 
+describe("SqliteInbox: tx once the inbox's transaction has ended", () => {
+  it("a statement prepared through tx is the driver's own: kept and run again in the next delivery", async () => {
+    const db = await drivers["better-sqlite3"]?.open(databaseFile());
+    await new SqliteInbox(db as Database.Database, { scope: "setup" }).migrate();
+    let insert: Database.Statement | undefined;
+    const onEvent = new SqliteInbox(db as Database.Database, { scope: "kept-statement" }).handle((event, tx) => {
+      insert ??= tx.prepare("insert into effects (event_id) values (?)");
+      insert.run(event.id);
+    });
+    const ids = [`evt_${randomUUID()}`, `evt_${randomUUID()}`];
+    for (const id of ids) expect(await onEvent({ id } as WebhookEvent)).toBeUndefined();
+    for (const id of ids) expect(await drivers["better-sqlite3"]?.effects(db as Database.Database, id)).toBe(1);
+  });
+});
+
 describe("SqliteInbox: handlerTimeout", () => {
   it("is a duration option: a TypeError naming it otherwise", () => {
     const db = new Database(":memory:");
