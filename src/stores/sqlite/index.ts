@@ -6,6 +6,7 @@
 export type {
   AttemptInfo,
   EnqueueOptions,
+  InboxCounts,
   InboxState,
   InboxWorker,
   KeepOptions,
