@@ -78,7 +78,7 @@ export async function attempt<Tx>(ground: Ground, plan: Plan, taken: Taken, fn: 
     const held = open;
     await Promise.race([fn(event, held.tx as Tx, { attempt: taken.attempt, signal: gaveUp.signal }), expired]);
     const marked = await Promise.race([
-      held.query(sql.done, [scope, taken.id, ground.now(), ground.retention]),
+      held.query(sql.done, [scope, taken.id, ground.now(), ground.retention, taken.attempt]),
       expired,
     ]);
     if (marked.length === 0) {

@@ -39,7 +39,7 @@ export interface KeepStatements {
   readonly take: string;
   /** In the attempt's transaction: the row, locked, if it is still this attempt's. (scope, id, attempt) */
   readonly lock: string;
-  /** In the attempt's transaction: marks it done; a row when it did. (scope, id, now, retention) */
+  /** In the attempt's transaction: marks it done if it is still this attempt's; a row when it did. (scope, id, now, retention, attempt) */
   readonly done: string;
   /** After a failed attempt: pending again at `next`, or parked when `next` is null. (scope, id, attempt, error, next) */
   readonly fail: string;
@@ -93,7 +93,7 @@ export function keepStatements(t: string, d: Dialect): KeepStatements {
       where scope = ${text(1)} and id = ${text(2)} and state = 'running' and attempts = ${int(3)}${d.lock}`,
     done: `update ${t} set state = 'done', token = null, lease_until = null, next_at = null,
         expires_at = ${d.at(`${int(3)} + ${int(4)}`)}, handled_at = ${d.at(int(3))}
-      where scope = ${text(1)} and id = ${text(2)} and state = 'running'
+      where scope = ${text(1)} and id = ${text(2)} and state = 'running' and attempts = ${int(5)}
       returning 1 as done`,
     fail: `update ${t} set state = case when ${int(5)} is null then 'parked' else 'pending' end,
         next_at = ${int(5)}, last_error = ${text(4)}, lease_until = null

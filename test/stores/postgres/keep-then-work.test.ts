@@ -1,0 +1,120 @@
+import { PostgresInbox } from "flag-webhooks/postgres";
+import pg from "pg";
+import postgres from "postgres";
+import { afterAll, describe, expect, it } from "vitest";
+import { adapterReceiver } from "../../support/adapter-receivers.js";
+import { eventJson } from "../../support/deliveries.js";
+import { freePort } from "../../support/free-port.js";
+import { describeKeepThenWork, type KeepingInbox } from "../../support/keep-then-work.js";
+import { effectsDatabase } from "../../support/postgres-effects.js";
+import { postgresAvailability } from "../../support/postgres-server.js";
+
+// Keep-then-work on a real PostgreSQL, over pg (two pools: two workers racing with FOR UPDATE
+// SKIP LOCKED) and postgres.js. The table is the one migrate() made for the effects database.
+
+const availability = postgresAvailability();
+const skip = availability.available ? undefined : availability.reason;
+const database = effectsDatabase(availability.available);
+const ends: (() => Promise<unknown>)[] = [];
+afterAll(async () => {
+  for (const end of ends.splice(0)) await end();
+});
+
+const setBody = async (scope: string, id: string, body: string) => {
+  await database.admin.query("update flag_webhooks_inbox set body = $3 where scope = $1 and id = $2", [
+    scope,
+    id,
+    body,
+  ]);
+};
+
+describeKeepThenWork(
+  "Postgres over pg",
+  async () => {
+    const [a, b] = [database.pool(6), database.pool(6)];
+    const make = (pool: typeof a, scope: string, now: () => number, retention?: number) =>
+      new PostgresInbox(pool, { scope, now, ...(retention ? { retention } : {}) }) as unknown as KeepingInbox;
+    return {
+      inbox: (scope, now, retention) => make(a, scope, now, retention),
+      peer: (scope, now) => make(b, scope, now),
+      write: (tx, id) =>
+        (tx as { query(text: string, values: unknown[]): Promise<unknown> }).query(
+          "insert into effects (event_id) values ($1)",
+          [id],
+        ),
+      effects: (id) => database.effects(id),
+      setBody,
+    };
+  },
+  skip,
+);
+
+describeKeepThenWork(
+  "Postgres over postgres.js",
+  async () => {
+    const sql = postgres(database.url, { max: 6, onnotice: () => {} });
+    ends.push(() => sql.end());
+    return {
+      inbox: (scope, now, retention) =>
+        new PostgresInbox(sql, { scope, now, ...(retention ? { retention } : {}) }) as unknown as KeepingInbox,
+      write: (tx, id) => (tx as typeof sql).unsafe("insert into effects (event_id) values ($1)", [id]),
+      effects: (id) => database.effects(id),
+      setBody,
+    };
+  },
+  skip,
+);
+
+describe.skipIf(skip !== undefined)("PostgresInbox.migrate() on a table handle() made", () => {
+  it("adds the columns, widens the state check without a scan, keeps every row, and handle() works as before", async () => {
+    const admin = database.admin;
+    // The table as migrate() made it before keep-then-work.
+    await admin.query(`create table old_inbox (
+        scope text not null, id text not null, state text not null check (state in ('claimed', 'done')),
+        token text, expires_at timestamptz not null, handled_at timestamptz not null default now(),
+        primary key (scope, id))`);
+    const inbox = new PostgresInbox(database.pool(3), { scope: "old", table: "old_inbox" });
+    const handled = inbox.handle(async (event, tx) => {
+      await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+    });
+    await handled({ id: "evt_before_pg", type: "flag.updated" } as never);
+    await inbox.migrate();
+    await inbox.migrate();
+    const { rows: checks } = await admin.query(
+      "select conname, convalidated from pg_constraint where conrelid = 'old_inbox'::regclass and contype = 'c'",
+    );
+    expect(checks).toEqual([{ conname: "flag_webhooks_inbox_states", convalidated: false }]);
+    const { rows: columns } = await admin.query(
+      "select column_name from information_schema.columns where table_name = 'old_inbox'",
+    );
+    expect(columns.map((c) => c.column_name)).toEqual(
+      expect.arrayContaining(["body", "attempts", "next_at", "lease_until", "last_error", "received_at"]),
+    );
+    expect(await inbox.kept("evt_before_pg")).toMatchObject({ state: "done", attempts: 0, body: null });
+    expect(await inbox.enqueue()({ id: "evt_before_pg", type: "flag.updated" } as never)).toMatchObject({
+      status: 204,
+    });
+    expect(await handled({ id: "evt_after_pg", type: "flag.updated" } as never)).toBeUndefined();
+    expect(await handled({ id: "evt_after_pg", type: "flag.updated" } as never)).toMatchObject({ status: 204 });
+    expect(await inbox.enqueue()({ id: "evt_new_pg", type: "flag.updated" } as never)).toEqual({ status: 202 });
+    await expect(admin.query("update old_inbox set state = 'gone' where id = 'evt_new_pg'")).rejects.toThrow(
+      /flag_webhooks_inbox_states/,
+    );
+  });
+});
+
+describe.skipIf(skip !== undefined)("PostgresInbox.enqueue() when Postgres cannot take the event", () => {
+  it("answers 503 with Retry-After, and keeps nothing", async () => {
+    const port = await freePort();
+    const down = new pg.Pool({ connectionString: `postgres://postgres@127.0.0.1:${port}/none`, max: 2 });
+    ends.push(() => down.end());
+    const send = await adapterReceiver("fetch", {
+      secret: "whsec-down",
+      onEvent: new PostgresInbox(down, { scope: "down", timeout: 1000, lockTimeout: 500 }).enqueue(),
+    });
+    const refused = await send(eventJson("evt_down"));
+    expect(refused.status).toBe(503);
+    expect(refused.json?.error?.code).toBe("store_unavailable");
+    expect(refused.headers["retry-after"]).toBeDefined();
+  });
+});
