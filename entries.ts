@@ -196,9 +196,9 @@ export const entries: readonly Entry[] = [
     size: [
       {
         protects:
-          "an app with the Postgres inbox pays for its SQL, four kinds of client and the transaction, no driver",
+          "an app with the Postgres inbox pays for its SQL, four kinds of client, the transaction and keep-then-work (its statements, the worker and the event parser it re-parses kept bodies with), no driver",
         measure: "bundle",
-        measured: 4606,
+        measured: 9749,
       },
     ],
   },
@@ -211,9 +211,9 @@ export const entries: readonly Entry[] = [
     size: [
       {
         protects:
-          "an app with the SQLite inbox pays for its SQL, the drivers it recognises and the transaction, no driver",
+          "an app with the SQLite inbox pays for its SQL, the drivers it recognises, the transaction and keep-then-work (its statements, the worker and the event parser it re-parses kept bodies with), no driver",
         measure: "bundle",
-        measured: 4970,
+        measured: 10320,
       },
     ],
   },

@@ -1,18 +1,29 @@
 // The body a delivery's signature was verified over, kept with the event it became, so that a
 // store which keeps the event to run it later (the keep-then-work inboxes) stores exactly the
-// bytes that were verified, and a replay re-parses them, never a re-serialised object.
+// bytes that were verified, and a replay re-parses them, never a re-serialised object. Only for
+// an `onEvent` marked as wanting it: every other receiver pays nothing for it.
 import type { WebhookEvent } from "./events.js";
 
-// Shared by every copy of this module (the ES module and CommonJS builds), as a symbol key: not
-// enumerable, so JSON.stringify, Object.keys and a spread of the event never see it.
+// Shared by every copy of this module (the ES module and CommonJS builds), as symbol keys.
 const RAW = Symbol.for("flag-webhooks.raw-body");
+const WANTS = Symbol.for("flag-webhooks.wants-raw-body");
 
-/** Keeps `bytes`, the verified body, with `event`. Internal; called by the receiver once verified. */
-export function keepRawBody(event: WebhookEvent, bytes: Uint8Array): void {
+/** Marks an `onEvent` (a store's `enqueue()`) as wanting the verified body of each event it gets. */
+export function wantsRawBody<Handler extends (...args: never[]) => unknown>(handler: Handler): Handler {
+  Object.defineProperty(handler, WANTS, { value: true });
+  return handler;
+}
+
+/**
+ * Keeps `bytes`, the verified body, with `event` when `onEvent` wants it. Not enumerable, so
+ * JSON.stringify, Object.keys, a spread and a deep equality of the event never see it.
+ */
+export function attachRawBody(event: WebhookEvent, bytes: Uint8Array, onEvent: unknown): void {
+  if ((onEvent as { [WANTS]?: unknown } | undefined)?.[WANTS] !== true) return;
   Object.defineProperty(event, RAW, { value: bytes, configurable: true });
 }
 
-/** The verified body `event` was parsed from, when a receiver made it; else undefined. */
+/** The verified body `event` was parsed from, when a receiver kept it; else undefined. */
 export function rawBodyOf(event: WebhookEvent): Uint8Array | undefined {
   const bytes = (event as { [RAW]?: unknown })[RAW];
   return bytes instanceof Uint8Array ? bytes : undefined;

@@ -4,7 +4,7 @@ import { checkAge } from "../delivery/replay-window.js";
 import { payloadTooLarge, WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import { bytesOf, type Payload } from "../payload.js";
-import { keepRawBody } from "../raw-body.js";
+import { attachRawBody } from "../raw-body.js";
 import type { Secret } from "../signature.js";
 import { isThenable } from "../util/thenable.js";
 import { isMissing, missingSignature, type Verified, verifiedEvent } from "../verify-event.js";
@@ -29,6 +29,8 @@ export interface BodyChecks {
   limit: number;
   maxAge: number | undefined;
   now: () => number;
+  /** The receiver's `onEvent`: one that wants the verified body gets it with the event. */
+  onEvent?: unknown;
 }
 
 /**
@@ -58,8 +60,8 @@ function fresh(
   checks: BodyChecks,
   authentic: (verified: Verified) => void,
 ): WebhookEvent {
-  // The exact bytes verified stay with the event: an inbox that keeps it stores those, not a re-serialisation.
-  keepRawBody(verified.event, bytesOf(payload));
+  // The exact bytes verified stay with the event for an inbox that keeps it (stores those, not a re-serialisation).
+  attachRawBody(verified.event, bytesOf(payload), checks.onEvent);
   authentic(verified);
   if (checks.maxAge !== undefined) checkAge(verified.event.createdAt, checks.maxAge, clock(checks.now));
   return verified.event;

@@ -4,7 +4,7 @@ import fc from "fast-check";
 import type { WebhookEvent } from "flag-webhooks";
 import type { InboxWorker, KeptEvent, KeptHandler, WorkOptions } from "flag-webhooks/postgres";
 import { createEvent } from "flag-webhooks/testing";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { adapterReceiver, closeReceivers } from "./adapter-receivers.js";
 import { eventJson } from "./deliveries.js";
 
@@ -43,6 +43,7 @@ export interface KeepingInbox {
   replay(target: string | { since: Date | number }): Promise<number>;
   purge(target: string | { state: "parked" | "pending" | "done"; before?: Date | number }): Promise<number>;
   prune(): Promise<number>;
+  claim(id: string, lease: number): Promise<string>;
 }
 
 /** One database under the suite. */
@@ -113,6 +114,45 @@ export function describeKeepThenWork(name: string, setup: () => Promise<KeepSubj
       expect((await inbox.kept(id))?.state).toBe("done");
       expect((await send(text)).status).toBe(204);
       expect(await s.effects(id)).toBe(1);
+    });
+
+    it("a started worker looks for due events on its own, and close() waits for the attempt that runs", async () => {
+      const s = await subjectOf();
+      const inbox = s.inbox(newScope(), Date.now);
+      let release = () => {};
+      const ran: string[] = [];
+      const started = inbox.work(
+        async (event, tx) => {
+          ran.push(event.id);
+          await new Promise<void>((resolve) => {
+            release = resolve;
+          });
+          await s.write(tx, event.id);
+        },
+        { interval: 20 },
+      );
+      const id = newId();
+      await inbox.enqueue()(eventOf(id));
+      await vi.waitFor(() => expect(ran).toEqual([id]), { timeout: 10_000, interval: 20 });
+      let closed = false;
+      const closing = started.close().then(() => {
+        closed = true;
+      });
+      await sleep(50);
+      expect(closed).toBe(false);
+      release();
+      await closing;
+      expect(await s.effects(id)).toBe(1);
+      expect((await inbox.kept(id))?.state).toBe("done");
+    });
+
+    it("answers 409 delivery_in_progress for an id a DedupeStore claim of the scope holds, and keeps nothing", async () => {
+      const s = await subjectOf();
+      const inbox = s.inbox(newScope(), Date.now);
+      const id = newId();
+      expect(await inbox.claim(id, 60_000)).toBe("claimed");
+      await expect(inbox.enqueue()(eventOf(id))).rejects.toMatchObject({ code: "delivery_in_progress" });
+      expect((await inbox.kept(id))?.state).toBe("claimed");
     });
 
     it("runs a handler that fails 3 times exactly 4 times, at the schedule's times, its effect once", async () => {

@@ -68,8 +68,9 @@ export async function attempt<Tx>(ground: Ground, plan: Plan, taken: Taken, fn: 
   });
   expired.catch(() => {});
   let open: Awaited<ReturnType<KeepDatabase["begin"]>> | undefined;
+  const begun = db.begin(sql.lock, [scope, taken.id, taken.attempt]);
   try {
-    open = await Promise.race([db.begin(sql.lock, [scope, taken.id, taken.attempt]), expired]);
+    open = await Promise.race([begun, expired]);
     if (open.rows.length === 0) {
       // Taken by another worker after this one's lease lapsed, or purged: not ours to run.
       await open.rollback();
@@ -91,6 +92,13 @@ export async function attempt<Tx>(ground: Ground, plan: Plan, taken: Taken, fn: 
     if (open) {
       if (gaveUp.signal.aborted) open.abandon();
       else await open.rollback();
+    } else {
+      // The deadline passed before the transaction began: one that begins later holds the row's
+      // lock for nobody, so it is rolled back as soon as it comes.
+      begun.then(
+        (late) => late.rollback(),
+        () => {},
+      );
     }
     return fail(ground, plan, taken, messageOf(error), false);
   } finally {

@@ -3,7 +3,7 @@
 // KeepDatabase and the statements of its dialect; this decides everything else, once.
 import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
-import { rawBodyOf } from "../../raw-body.js";
+import { rawBodyOf, wantsRawBody } from "../../raw-body.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import { duplicateReply, withRetention } from "../enlist.js";
@@ -97,7 +97,7 @@ export class Keep {
       }
       return ACCEPTED;
     };
-    return withRetention(handler, this.settings.retention);
+    return wantsRawBody(withRetention(handler, this.settings.retention));
   }
 
   /** A worker running `fn` on due events (see the inboxes' `work()`). */

@@ -1,4 +1,6 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { PostgresInbox } from "flag-webhooks/postgres";
+import { createEvent } from "flag-webhooks/testing";
 import pg from "pg";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
@@ -118,3 +120,32 @@ describe.skipIf(skip !== undefined)("PostgresInbox.enqueue() when Postgres canno
     expect(refused.headers["retry-after"]).toBeDefined();
   });
 });
+
+describe.skipIf(skip !== undefined)(
+  "keep then work: an attempt whose deadline passes before its transaction begins",
+  () => {
+    it("rolls back the transaction that begins late: no connection is left idle in a transaction", async () => {
+      // A pool of 2: the inbox holds at most one connection for its transactions, and a handle()
+      // delivery holds it while its handler waits, so the attempt's BEGIN waits past its deadline.
+      const inbox = new PostgresInbox(database.pool(2), { scope: `late-${Date.now()}` });
+      let release = () => {};
+      const held = inbox.handle(
+        () =>
+          new Promise<void>((resolve) => {
+            release = resolve;
+          }),
+      )({ id: `evt_holding_${Date.now()}`, type: "flag.updated" } as never);
+      await sleep(100);
+      const id = `evt_late_${Date.now()}`;
+      await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
+      const worker = inbox.work(() => {}, { interval: false, deadline: 200, retries: ["1h"] });
+      expect(await worker.drain()).toBe(1);
+      expect((await inbox.kept(id))?.lastError).toMatch(/deadline of 200 ms/);
+      release();
+      await held;
+      await sleep(300);
+      expect(await database.openTransactions()).toBe(0);
+      await worker.close();
+    });
+  },
+);

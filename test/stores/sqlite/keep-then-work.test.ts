@@ -1,7 +1,7 @@
 import { type Client, createClient } from "@libsql/client";
 import Database from "better-sqlite3";
 import { SqliteInbox } from "flag-webhooks/sqlite";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { eventJson } from "../../support/deliveries.js";
 import { describeKeepThenWork, type KeepingInbox } from "../../support/keep-then-work.js";
 import { databaseFile, receiver } from "../../support/sqlite.js";
@@ -130,5 +130,22 @@ describe("SqliteInbox.enqueue() when the database cannot take the event", () => 
     expect(refused.headers["retry-after"]).toBeDefined();
     b.exec("rollback");
     expect((await send(eventJson("evt_locked"))).status).toBe(202);
+  });
+});
+
+describe("SqliteInbox.work() when the database fails", () => {
+  it("tells onError and goes on looking; close() still ends it", async () => {
+    const db = new Database(databaseFile());
+    const inbox = new SqliteInbox(db, { scope: "gone" });
+    await inbox.migrate();
+    db.close();
+    const errors: unknown[] = [];
+    const worker = inbox.work(() => {}, { interval: 10, onError: (error) => errors.push(error) });
+    await vi.waitFor(() => expect(errors.length).toBeGreaterThanOrEqual(2), { timeout: 10_000, interval: 10 });
+    await worker.close();
+    expect(errors[0]).toMatchObject({
+      code: "store_unavailable",
+      cause: expect.objectContaining({ message: expect.stringMatching(/not open/) }),
+    });
   });
 });
