@@ -241,7 +241,14 @@ export const entries: readonly Entry[] = [
       {
         protects: "an app with OpenTelemetry pays for spans and metrics, @opentelemetry/api aside",
         measure: "bundle",
+        names: ["openTelemetry"],
         measured: 1674,
+      },
+      {
+        protects: "an app that watches a keep-then-work inbox pays for its four gauges, not for spans",
+        measure: "bundle",
+        names: ["observeInbox"],
+        measured: 702,
       },
     ],
   },

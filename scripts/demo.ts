@@ -6,13 +6,17 @@
 // redelivery after it, a deleted webhook that gets nothing more. Exits 1 if anything is not as
 // promised. Where the runtime has SQLite built in (node:sqlite, Node 22.5 and later) the handled
 // ids are kept in a file (.demo/demo.db in the clone), so the restarted receiver still knows them;
-// on Node 20 they are kept in memory, and the restart forgets them, as the demo then says.
+// on Node 20 they are kept in memory, and the restart forgets them, as the demo then says. Last,
+// keep then work: a second endpoint keeps each event in a SQLite file (better-sqlite3) and answers
+// 202, and a worker whose handler fails twice runs it; `flag-webhooks inbox list` shows it pending
+// in between, and the worker's third attempt does it, once.
 import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
+import Database from "better-sqlite3";
 import express from "express";
 import { createRouter, type DedupeStore, MemoryDedupeStore } from "flag-webhooks";
 import { createEmulator, type Delivery } from "flag-webhooks/emulator";
@@ -211,6 +215,74 @@ const after = await step(`delete webhook ${webhook.id}, then turn the flag off`,
   api("PATCH", "/flags/new-checkout", { environment: "production", on: false }),
 );
 check(after.length === 0, "a deleted webhook gets nothing more");
+
+// Keep then work: a second endpoint keeps each event before its 202, and a worker runs it.
+const keepFile = resolve(import.meta.dirname, "../.demo/keep.db");
+mkdirSync(resolve(keepFile, ".."), { recursive: true });
+for (const suffix of ["", "-wal", "-shm"]) rmSync(`${keepFile}${suffix}`, { force: true });
+const keepDb = new Database(keepFile);
+keepDb.pragma("journal_mode = wal");
+keepDb.exec("create table billing_sync (event_id text not null, flag text not null)");
+const inbox = new SqliteInbox(keepDb, { scope: "billing" });
+await inbox.migrate();
+const keepWebhook = (await api("POST", "/webhooks", { url: `${appUrl}/keep`, events: ["flag.updated"] })) as {
+  id: string;
+  secret: string;
+};
+app.post("/webhooks/keep", webhookMiddleware({ secret: keepWebhook.secret, maxAge: "5m", onEvent: inbox.enqueue() }));
+let attempts = 0;
+const worker = inbox.work(
+  (event, tx, { attempt }) => {
+    attempts++;
+    if (attempt < 3) throw new Error(`the billing API is down (attempt ${attempt})`);
+    if (event.type === "flag.updated") {
+      tx.prepare("insert into billing_sync (event_id, flag) values (?, ?)").run(event.id, event.data.flag);
+    }
+  },
+  { retries: ["2s", "2s"], jitter: 0, interval: "100ms" },
+);
+console.log(`\nKeep then work: ${appUrl}/keep keeps each event in ${keepFile} before its 202; a worker runs it`);
+console.log("   (its handler fails twice: the billing API it calls is down)");
+const [kept] = await step("turn new-checkout on in staging", () =>
+  api("PATCH", "/flags/new-checkout", { environment: "staging", on: true }),
+);
+check(last(kept)?.status === 202, "the app answered 202 once the event was kept in the file; the worker runs it");
+const keptId = kept?.event.id as string;
+/** Waits until the kept event is as `ready` says, for at most 20 s. */
+async function until(ready: (event: Awaited<ReturnType<typeof inbox.kept>>) => boolean) {
+  for (let waited = 0; waited < 20_000 && !ready(await inbox.kept(keptId)); waited += 50) {
+    await new Promise((done) => setTimeout(done, 50));
+  }
+  return inbox.kept(keptId);
+}
+await until((event) => event?.state === "pending" && event.attempts === 1);
+console.log("→ the first attempt failed; `flag-webhooks inbox list` shows the event waiting:");
+let listed = "";
+try {
+  const cli = resolve(import.meta.dirname, "../dist/cli.js");
+  const args = [cli, "inbox", "list", "--db", keepFile, "--scope", "billing"];
+  listed = (await promisify(execFile)(process.execPath, args)).stdout;
+} catch (error) {
+  listed = String((error as { stderr?: string }).stderr ?? error);
+}
+console.log(listed.replace(/^/gm, "   ").trimEnd());
+check(
+  new RegExp(`^${keptId} +pending +flag\\.updated +new-checkout +1 +the billing API is down \\(attempt 1\\)`, "m").test(
+    listed,
+  ),
+  "listed pending after 1 attempt, with its error and when the next one is due",
+);
+const done = await until((event) => event?.state === "done");
+await worker.close();
+const effects = keepDb.prepare("select count(*) as n from billing_sync where event_id = ?").get(keptId) as {
+  n: number;
+};
+console.log(`→ the worker's third attempt: ${done?.state} after ${done?.attempts} attempts`);
+check(
+  done?.state === "done" && done.attempts === 3 && attempts === 3 && effects.n === 1,
+  "done once by the worker on its third attempt: 3 runs, its billing_sync row written once",
+);
+keepDb.close();
 
 await emulator.close();
 server.close();

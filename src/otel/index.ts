@@ -214,3 +214,5 @@ function eventAttributes(event: WebhookEvent): Attributes {
 function recordError(span: Span, error: unknown): void {
   span.recordException(error instanceof Error ? error : { name: typeof error, message: String(error) });
 }
+
+export { type CountedInbox, type ObserveInboxOptions, observeInbox } from "./inbox.js";

@@ -28,6 +28,7 @@ describe("help and version", () => {
       "  sign     Print the Service-Signature of a body",
       "  verify   Check a body against a Service-Signature",
       "  dev      Run the feature-flag service locally, with a page to watch deliveries",
+      "  inbox    List, show, replay or purge the events an inbox kept",
       "  schema   Print the SQL that creates an inbox's table, for a migration file",
       "  help     Show the help of a command",
     ];

@@ -8,6 +8,7 @@ export type { KeepingInbox } from "../work/methods.js";
 export type {
   AttemptInfo,
   EnqueueOptions,
+  InboxCounts,
   InboxState,
   InboxWorker,
   KeepOptions,

@@ -9,12 +9,14 @@ import { storedId } from "../../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import { attempt, type Ground, type Plan, take } from "./attempt.js";
+import { countsOf } from "./counts.js";
 import type { KeepDatabase, KeepRow } from "./database.js";
 import { scheduleOf } from "./schedule.js";
 import type { KeepStatements } from "./statements.js";
 import type { InboxState } from "./states.js";
 import type {
   EnqueueOptions,
+  InboxCounts,
   InboxWorker,
   KeepOptions,
   KeptEvent,
@@ -126,6 +128,11 @@ export class Keep {
   async kept(eventId: string): Promise<KeptEvent | undefined> {
     const rows = await this.#ground.db.query(this.#ground.sql.one, [this.settings.scope, await idOf(eventId)]);
     return rows[0] ? keptOf(rows[0]) : undefined;
+  }
+
+  /** How many kept events this scope holds in each state. */
+  async counts(): Promise<InboxCounts> {
+    return countsOf(await this.#ground.db.query(this.#ground.sql.counts, [this.settings.scope]));
   }
 
   /** Makes parked (and pending) events due now, with a full schedule of attempts; resolves with how many. */

@@ -5,6 +5,7 @@ import type { WebhookEvent } from "../../events.js";
 import type { Keep } from "./keep.js";
 import type {
   EnqueueOptions,
+  InboxCounts,
   InboxWorker,
   KeptEvent,
   KeptHandler,
@@ -74,6 +75,11 @@ export abstract class KeepingInbox<Tx> {
   /** One event of this inbox's scope by its id, in any state, or undefined. */
   kept(eventId: string): Promise<KeptEvent | undefined> {
     return this.#kept.kept(eventId);
+  }
+
+  /** How many kept events this inbox's scope holds pending, running and parked, and since when the oldest waits. */
+  counts(): Promise<InboxCounts> {
+    return this.#kept.counts();
   }
 
   /**

@@ -1,6 +1,7 @@
 // The statements of keep-then-work, written once for both inboxes: each database gives its
 // dialect (how a parameter is written, its clock's SQL, its row lock), and gets the same
 // statements, so the states, "due" and every transition are decided in one place.
+import { countsStatement } from "./counts.js";
 import { dueCondition } from "./states.js";
 
 /** What differs between Postgres and SQLite in the statements below. */
@@ -50,6 +51,8 @@ export interface KeepStatements {
   readonly replay: string;
   /** Deletes events. (scope, id or null, state or null, before or null) */
   readonly purge: string;
+  /** Counts the kept events by state. (scope) */
+  readonly counts: string;
 }
 
 const FIELDS = "id, state, type, created_at, received_at, attempts, next_at, last_error, body";
@@ -107,5 +110,6 @@ export function keepStatements(t: string, d: Dialect): KeepStatements {
       where scope = ${text(1)} and (${text(2)} is null or id = ${text(2)})
         and (${text(3)} is null or state = ${text(3)}) and (${int(4)} is null or received_at < ${int(4)})
       returning id`,
+    counts: countsStatement(t, d),
   };
 }

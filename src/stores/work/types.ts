@@ -89,6 +89,18 @@ export interface KeptEvent {
   body: string | null;
 }
 
+/** How many kept events an inbox holds in each state, as `counts()` answers. */
+export interface InboxCounts {
+  /** Waiting for their next attempt. */
+  pending: number;
+  /** Taken by a worker, under a lease. */
+  running: number;
+  /** Their attempts spent (or their body refused): kept until replayed or purged. */
+  parked: number;
+  /** When the oldest pending or running event was received, in ms since the epoch; `null` when none is. */
+  oldestWaitingSince: number | null;
+}
+
 /** What `replay()` takes: one event id, or every parked (and pending) event kept since an instant. */
 export type ReplayTarget = string | { since: Date | number };
 

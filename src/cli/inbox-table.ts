@@ -1,0 +1,122 @@
+// What `flag-webhooks inbox` prints of kept events: a table of several (id, state, type, flag,
+// attempts, last error, next attempt), or every field of one with its body, for a person at a
+// terminal; `--json` prints the events as they are instead.
+import type { KeptEvent } from "../stores/work/types.js";
+
+const COLUMNS = ["ID", "STATE", "TYPE", "FLAG", "ATTEMPTS", "LAST ERROR", "NEXT ATTEMPT"] as const;
+/** The widest a cell of these columns gets; the rest is cut with an ellipsis. */
+const WIDEST: Record<(typeof COLUMNS)[number], number> = {
+  ID: 40,
+  STATE: 7,
+  TYPE: 24,
+  FLAG: 24,
+  ATTEMPTS: 8,
+  "LAST ERROR": 48,
+  "NEXT ATTEMPT": 20,
+};
+
+/** The events as an aligned table, one line each, with times relative to `now`. */
+export function eventTable(events: readonly KeptEvent[], now: number): string {
+  const rows = events.map((event) => [
+    event.id,
+    event.state,
+    event.type ?? "-",
+    flagOf(event) ?? "-",
+    String(event.attempts),
+    oneLine(event.lastError) ?? "-",
+    nextAttempt(event, now),
+  ]);
+  const widths = COLUMNS.map((title, i) =>
+    Math.min(WIDEST[title], Math.max(title.length, ...rows.map((row) => (row[i] as string).length))),
+  );
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, i) => cut(cell, widths[i] as number).padEnd(widths[i] as number))
+      .join("  ")
+      .trimEnd();
+  return `${[line(COLUMNS), ...rows.map(line)].join("\n")}\n`;
+}
+
+/** Every field of one event, then its body (indented JSON when it parses). */
+export function eventDetails(event: KeptEvent, now: number): string {
+  const time = (ms: number | null) => (ms === null ? "-" : new Date(ms).toISOString());
+  const fields: [string, string][] = [
+    ["id", event.id],
+    ["state", event.state],
+    ["type", event.type ?? "-"],
+    ["flag", flagOf(event) ?? "-"],
+    ["created at", event.createdAt ?? "-"],
+    ["received at", time(event.receivedAt)],
+    ["attempts", String(event.attempts)],
+    ["next attempt", event.nextAttemptAt === null ? "-" : `${time(event.nextAttemptAt)} (${nextAttempt(event, now)})`],
+    ["last error", event.lastError ?? "-"],
+  ];
+  const width = Math.max(...fields.map(([name]) => name.length));
+  const lines = fields.map(([name, value]) => `${`${name}:`.padEnd(width + 2)}${value}`);
+  return `${lines.join("\n")}\n\n${bodyText(event.body)}\n`;
+}
+
+/** The flag an event is about: `data.flag` (flag.updated), or `data.key`/`data.flag.key` when the service sends them. */
+function flagOf(event: KeptEvent): string | undefined {
+  const data = parsed(event.body)?.data as Record<string, unknown> | undefined;
+  if (typeof data !== "object" || data === null) return undefined;
+  const flag = data.flag;
+  if (typeof flag === "string") return flag;
+  if (typeof flag === "object" && flag !== null && typeof (flag as { key?: unknown }).key === "string") {
+    return (flag as { key: string }).key;
+  }
+  return typeof data.key === "string" ? data.key : undefined;
+}
+
+/** When the next attempt is, for a person: "in 4m 10s", "due now", "running", or "-" (parked, done). */
+function nextAttempt(event: KeptEvent, now: number): string {
+  if (event.state === "running") return "running";
+  if (event.nextAttemptAt === null) return "-";
+  const wait = event.nextAttemptAt - now;
+  return wait <= 0 ? "due now" : `in ${duration(wait)}`;
+}
+
+/** A wait as its two largest units: "2h 5m", "4m 10s", "12s". */
+function duration(ms: number): string {
+  const units: [string, number][] = [
+    ["d", 86_400_000],
+    ["h", 3_600_000],
+    ["m", 60_000],
+    ["s", 1000],
+  ];
+  const parts: string[] = [];
+  let rest = Math.ceil(ms / 1000) * 1000;
+  for (const [unit, size] of units) {
+    if (parts.length === 2) break;
+    const count = Math.floor(rest / size);
+    if (count > 0 || parts.length > 0) {
+      if (count > 0) parts.push(`${count}${unit}`);
+      rest -= count * size;
+    }
+  }
+  return parts.join(" ") || "1s";
+}
+
+function bodyText(body: string | null): string {
+  if (body === null) return "(no body kept: a row handle() wrote)";
+  const value = parsed(body);
+  return value === undefined ? body : JSON.stringify(value, null, 2);
+}
+
+function parsed(body: string | null): Record<string, unknown> | undefined {
+  if (body === null) return undefined;
+  try {
+    const value: unknown = JSON.parse(body);
+    return typeof value === "object" && value !== null ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function oneLine(text: string | null): string | null {
+  return text === null ? null : text.replace(/\s+/g, " ").trim();
+}
+
+function cut(text: string, width: number): string {
+  return text.length <= width ? text : `${text.slice(0, width - 1).trimEnd()}…`;
+}

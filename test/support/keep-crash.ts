@@ -1,0 +1,274 @@
+import { join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import Database from "better-sqlite3";
+import { build } from "esbuild";
+import { PostgresInbox } from "flag-webhooks/postgres";
+import { SqliteInbox } from "flag-webhooks/sqlite";
+import pg from "pg";
+import { entries, specifier } from "../../entries.js";
+import {
+  deliverUntilOk,
+  killInsideHandlers,
+  lostAndDoubled,
+  newTally,
+  sendInBatches,
+  startReceiverProcess,
+} from "./crash.js";
+import { eventJson } from "./deliveries.js";
+import { freePort } from "./free-port.js";
+import { type PostgresServer, startPostgres, stopPostgres } from "./postgres-server.js";
+import type { Started } from "./processes.js";
+import { databaseFile } from "./sqlite.js";
+
+// The crash proof of keep then work, shared by its test (test/stores/work/keep-crash.test.ts, a
+// small count) and its soak (scripts/soak-keep.mjs, 1,000 events and more): two receiver and two
+// worker processes (test/fixtures/keep-crash.ts) on one Postgres or one SQLite file, every event
+// sent to both receivers at once, handlers that fail at random and sleep, receivers and workers
+// SIGKILLed inside what they do and started again, Postgres SIGKILLed and restarted once. At the
+// end every event must be done, its effect row there exactly once (the effects table has no
+// unique key: only the inbox keeps a second row out), and none parked.
+
+const root = resolve(import.meta.dirname, "../..");
+const SECRET = "whsec-keep-crash";
+const SCOPE = "keep-crash";
+
+/** Where the processes keep events. */
+export type KeepCrashBackend = "postgres" | "better-sqlite3" | "libsql";
+
+export interface KeepCrashOptions {
+  backend: KeepCrashBackend;
+  /** How many events to send, at least (each twice at once). */
+  events: number;
+  /** How many processes to SIGKILL, in turn: receiver a, worker a, receiver b, worker b… */
+  kills: number;
+  /** Postgres: SIGKILL the server and restart it once, when half the events are out. */
+  restartDatabase?: boolean;
+  /** How long the sending may take before it stops short of `events`, in ms. */
+  within?: number;
+}
+
+/** What a run did and found. */
+export interface KeepCrashResult {
+  events: number;
+  kills: number;
+  /** Kills that landed while the victim was inside an event (a handler, or keeping one). */
+  midWork: number;
+  databaseRestarts: number;
+  statuses: Record<string, number>;
+  broken: number;
+  lost: string[];
+  doubled: string[];
+  parked: number;
+  notDone: number;
+  /** Attempts the workers made in all, and the events that needed more than one. */
+  attempts: number;
+  retried: number;
+  /** What the processes printed that they must not: an unhandled rejection. */
+  unhandled: string[];
+  seconds: number;
+}
+
+type Role = "receiver" | "worker";
+type Member = Started & { name: string; role: Role; port: number };
+
+let bundled: Promise<string> | undefined;
+/** The fixture bundled once (flag-webhooks/* from src/, the drivers external), so that a killed process is back at once. */
+function bundle(): Promise<string> {
+  bundled ??= (async () => {
+    const outfile = join(root, ".test-results/keep-crash.mjs");
+    const sources = new Map(entries.map((entry) => [specifier(entry), resolve(root, entry.source)]));
+    await build({
+      entryPoints: [join(root, "test/fixtures/keep-crash.ts")],
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      outfile,
+      external: ["better-sqlite3", "@libsql/client", "pg", "pg-native"],
+      plugins: [
+        {
+          name: "flag-webhooks-from-source",
+          setup(b) {
+            b.onResolve({ filter: /^flag-webhooks(\/|$)/ }, (args) => ({ path: sources.get(args.path) as string }));
+          },
+        },
+      ],
+      logLevel: "warning",
+    });
+    return outfile;
+  })();
+  return bundled;
+}
+
+/** The database of a run, as the test process reads it. */
+interface Ground {
+  env: Record<string, string>;
+  inbox: PostgresInbox | SqliteInbox;
+  effects(): Promise<Map<string, number>>;
+  states(): Promise<{ states: Map<string, number>; attempts: number; retried: number }>;
+  server?: PostgresServer;
+  close(): Promise<void>;
+}
+
+async function groundOf(backend: KeepCrashBackend): Promise<Ground> {
+  if (backend === "postgres") {
+    const server = await startPostgres();
+    const admin = new pg.Pool({ connectionString: server.url, max: 2 });
+    admin.on("error", () => {});
+    const inbox = new PostgresInbox(admin, { scope: SCOPE });
+    await inbox.migrate();
+    await admin.query("create table keep_effects (event_id text not null)");
+    const rows = async (sql: string) => (await admin.query(sql)).rows as Record<string, unknown>[];
+    return {
+      env: { DATABASE_URL: server.url },
+      inbox,
+      server,
+      effects: async () =>
+        new Map(
+          (await rows("select event_id, count(*)::int as n from keep_effects group by event_id")).map((row) => [
+            String(row.event_id),
+            Number(row.n),
+          ]),
+        ),
+      states: async () => tally(await rows(`select state, attempts from flag_webhooks_inbox where scope = '${SCOPE}'`)),
+      async close() {
+        await admin.end();
+        await stopPostgres(server);
+      },
+    };
+  }
+  const file = databaseFile("keep-crash.db");
+  const db = new Database(file);
+  db.pragma("journal_mode = wal");
+  db.pragma("busy_timeout = 5000");
+  const inbox = new SqliteInbox(db, { scope: SCOPE });
+  await inbox.migrate();
+  db.exec("create table keep_effects (event_id text not null)");
+  const rows = (sql: string) => db.prepare(sql).all() as Record<string, unknown>[];
+  return {
+    env: { FILE: file, DRIVER: backend },
+    inbox,
+    effects: async () =>
+      new Map(
+        rows("select event_id, count(*) as n from keep_effects group by event_id").map((row) => [
+          String(row.event_id),
+          Number(row.n),
+        ]),
+      ),
+    states: async () => tally(rows(`select state, attempts from flag_webhooks_inbox where scope = '${SCOPE}'`)),
+    close: async () => void db.close(),
+  };
+}
+
+function tally(rows: Record<string, unknown>[]) {
+  const states = new Map<string, number>();
+  let attempts = 0;
+  let retried = 0;
+  for (const row of rows) {
+    states.set(String(row.state), (states.get(String(row.state)) ?? 0) + 1);
+    attempts += Number(row.attempts);
+    if (Number(row.attempts) > 1) retried++;
+  }
+  return { states, attempts, retried };
+}
+
+/** Runs the crash proof once and says what it found; the caller asserts. */
+export async function keepCrash(options: KeepCrashOptions): Promise<KeepCrashResult> {
+  const { backend, events, kills, restartDatabase = false, within = 40_000 } = options;
+  const began = Date.now();
+  const script = await bundle();
+  const ground = await groundOf(backend);
+  const start = async (name: string, role: Role, port: number): Promise<Member> => {
+    const started = await startReceiverProcess(`keep-crash ${role} ${name}`, process.execPath, [script], {
+      cwd: root,
+      env: { ...process.env, ...ground.env, ROLE: role, PORT: String(port), WEBHOOK_SECRET: SECRET },
+      within: 20_000,
+    });
+    return Object.assign(started, { name, role, port });
+  };
+  const members: Member[] = [];
+  const outputs: string[] = [];
+  try {
+    const [portA, portB] = [await freePort(), await freePort()];
+    // In the killer's turn: receiver a, worker a, receiver b, worker b.
+    members.push(
+      await start("a", "receiver", portA),
+      await start("a", "worker", 0),
+      await start("b", "receiver", portB),
+      await start("b", "worker", 0),
+    );
+    const receiverPort = (name: string) => () =>
+      (members.find((member) => member.role === "receiver" && member.name === name) as Member).port;
+    const sendTally = newTally();
+    const killer = killInsideHandlers(members, {
+      rounds: kills,
+      started: /^start /gm,
+      restart: (killed) => start(killed.name, killed.role, killed.port),
+      wait: 3000,
+      pause: 150,
+    });
+    let databaseRestarts = 0;
+    let restarting: Promise<void> | undefined;
+    const ids = await sendInBatches(
+      { atLeast: events, enough: () => killer.done, batch: 10, within },
+      async (id, index) => {
+        if (restartDatabase && ground.server && index === Math.floor(events / 2) && !restarting) {
+          const server = ground.server;
+          restarting = (async () => {
+            await server.stop(true);
+            await sleep(300);
+            await server.restart();
+            databaseRestarts++;
+          })();
+        }
+        const text = eventJson(id);
+        await Promise.all(["a", "b"].map((name) => deliverUntilOk(receiverPort(name), text, SECRET, sendTally)));
+      },
+    );
+    await killer.stop();
+    await restarting;
+    outputs.push(...killer.outputs);
+    // The workers go on until nothing is pending or running (an event a killed worker held waits for its lease).
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const counts = await ground.inbox.counts().catch(() => undefined);
+      if (counts && counts.pending === 0 && counts.running === 0) break;
+      if (Date.now() > deadline) break;
+      await sleep(100);
+    }
+    await Promise.all(members.map((member) => member.stop()));
+    outputs.push(...members.map((member) => member.output));
+    const effects = await ground.effects();
+    const { lost, doubled } = lostAndDoubled(ids, effects);
+    const { states, attempts, retried } = await ground.states();
+    return {
+      events: ids.length,
+      kills: killer.kills,
+      midWork: killer.midHandler,
+      databaseRestarts,
+      statuses: Object.fromEntries([...sendTally.statuses].sort(([a], [b]) => a - b)),
+      broken: sendTally.broken,
+      lost,
+      doubled,
+      parked: states.get("parked") ?? 0,
+      notDone: ids.length - (states.get("done") ?? 0),
+      attempts,
+      retried,
+      unhandled: outputs.flatMap((output) => output.match(/^unhandled rejection .*$/gm) ?? []),
+      seconds: Math.round((Date.now() - began) / 100) / 10,
+    };
+  } finally {
+    await Promise.all(members.map((member) => member.stop()));
+    await ground.close();
+  }
+}
+
+/** One line of a run's figures, for the test's log and the soak's report. */
+export function keepCrashLine(backend: KeepCrashBackend, result: KeepCrashResult): string {
+  return (
+    `keep then work through crashes on ${backend}: ${result.events} events × 2 copies at once, ` +
+    `${result.kills} processes SIGKILLed (${result.midWork} inside an event), ${result.databaseRestarts} database restarts; ` +
+    `answers ${JSON.stringify(result.statuses)}, ${result.broken} broken connections; ${result.attempts} attempts ` +
+    `(${result.retried} events retried); ${result.lost.length} lost, ${result.doubled.length} doubled, ` +
+    `${result.parked} parked, ${result.notDone} not done; ${result.seconds} s`
+  );
+}
