@@ -59,7 +59,7 @@ describe("schema sqlite", () => {
         const table = args[1];
         await new SqliteInbox(db, { scope: "schema", ...(table ? { table } : {}) }).migrate();
         const catalog = await sqliteCatalog(async (sql) => db.prepare(sql).all() as Rows);
-        expect((catalog as { objects: Rows }).objects).toHaveLength(2);
+        expect((catalog as { objects: Rows }).objects).toHaveLength(3);
         expect(await printedCatalog(args)).toEqual(catalog);
       } finally {
         db.close();
@@ -103,7 +103,7 @@ describe("schema sqlite", () => {
       db.exec(await printed(["sqlite"]));
       await new SqliteInbox(db, { scope: "schema" }).migrate();
       expect(db.prepare("select count(*) as n from sqlite_master where name like 'flag_webhooks%'").get()).toEqual({
-        n: 2,
+        n: 3,
       });
     } finally {
       db.close();
@@ -186,8 +186,8 @@ describe.skipIf(!availability.available)("schema postgres (a real PostgreSQL)", 
       await pool.end();
     }
     const migrated = (await catalog(url)) as { columns: Rows; indexes: Rows };
-    expect(migrated.columns).toHaveLength(12);
-    expect(migrated.indexes).toHaveLength(4);
+    expect(migrated.columns).toHaveLength(28);
+    expect(migrated.indexes).toHaveLength(6);
     // The schema "app" is the user's to make before its table, as the test made it for migrate().
     const app = await printed(["postgres", "--table", "app.webhook_inbox"]);
     expect(await printedCatalog([], `create schema app;\n${app}`)).toEqual(migrated);
@@ -235,7 +235,8 @@ describe("schema: usage", () => {
     );
     expect(text.split("\n\n").slice(1)).toEqual([
       expect.stringMatching(/^create table if not exists "flag_webhooks_inbox" \(\n[\s\S]*\) without rowid;$/),
-      'create index if not exists "flag_webhooks_inbox_expires" on "flag_webhooks_inbox" (scope, expires_at);\n',
+      'create index if not exists "flag_webhooks_inbox_expires" on "flag_webhooks_inbox" (scope, expires_at);',
+      `create index if not exists "flag_webhooks_inbox_due" on "flag_webhooks_inbox" (scope, next_at) where state in ('pending', 'running');\n`,
     ]);
   });
 });
