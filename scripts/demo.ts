@@ -7,7 +7,7 @@
 // promised. Where the runtime has SQLite built in (node:sqlite, Node 22.5 and later) the handled
 // ids are kept in a file (.demo/demo.db in the clone), so the restarted receiver still knows them;
 // on Node 20 they are kept in memory, and the restart forgets them, as the demo then says. Last,
-// keep then work: a second endpoint keeps each event in a SQLite file (better-sqlite3) and answers
+// keep then work: a second endpoint keeps each event in a SQLite file (node:sqlite or better-sqlite3) and answers
 // 202, and a worker whose handler fails twice runs it; `flag-webhooks inbox list` shows it pending
 // in between, and the worker's third attempt does it, once.
 import { execFile } from "node:child_process";
@@ -217,11 +217,18 @@ const after = await step(`delete webhook ${webhook.id}, then turn the flag off`,
 check(after.length === 0, "a deleted webhook gets nothing more");
 
 // Keep then work: a second endpoint keeps each event before its 202, and a worker runs it.
+/** What the demo uses of a SQLite connection, the same on node:sqlite and better-sqlite3. */
+interface KeepDb {
+  exec(sql: string): unknown;
+  prepare(sql: string): { run(...values: string[]): unknown; get(...values: string[]): unknown; all(...values: string[]): unknown };
+  close(): unknown;
+}
 const keepFile = resolve(import.meta.dirname, "../.demo/keep.db");
 mkdirSync(resolve(keepFile, ".."), { recursive: true });
 for (const suffix of ["", "-wal", "-shm"]) rmSync(`${keepFile}${suffix}`, { force: true });
-const keepDb = new Database(keepFile);
-keepDb.pragma("journal_mode = wal");
+// node:sqlite where the runtime has it (as for the ids above), better-sqlite3 elsewhere.
+const keepDb: KeepDb = sqlite ? new sqlite.DatabaseSync(keepFile) : new Database(keepFile);
+keepDb.exec("pragma journal_mode = wal");
 keepDb.exec("create table billing_sync (event_id text not null, flag text not null)");
 const inbox = new SqliteInbox(keepDb, { scope: "billing" });
 await inbox.migrate();
@@ -236,7 +243,7 @@ const worker = inbox.work(
     attempts++;
     if (attempt < 3) throw new Error(`the billing API is down (attempt ${attempt})`);
     if (event.type === "flag.updated") {
-      tx.prepare("insert into billing_sync (event_id, flag) values (?, ?)").run(event.id, event.data.flag);
+      (tx as KeepDb).prepare("insert into billing_sync (event_id, flag) values (?, ?)").run(event.id, event.data.flag);
     }
   },
   { retries: ["2s", "2s"], jitter: 0, interval: "100ms" },

@@ -1,5 +1,5 @@
 // How `flag-webhooks inbox` opens the inbox it is pointed at: a Postgres URL through `pg`, or a
-// SQLite file through `better-sqlite3`. Both are optional peers of the package, loaded only here,
+// SQLite file through `better-sqlite3` (or Node's own node:sqlite). Both are optional peers of the package, loaded only here,
 // when the subcommand runs, so that `send` or `sign` never need them; a missing one is named.
 import { existsSync } from "node:fs";
 import { PostgresInbox } from "../stores/postgres/index.js";
@@ -24,6 +24,9 @@ export interface InboxTarget {
   table?: string;
 }
 
+/** By a name in a variable: the Node 20 types the package is built with know no node:sqlite. */
+const BUILT_IN_SQLITE = "node:sqlite";
+
 const POSTGRES_URL = /^postgres(?:ql)?:\/\//i;
 
 /** Opens the inbox of `target`: a Postgres URL or a SQLite file that exists (never one made here). */
@@ -39,16 +42,7 @@ export async function openInbox(target: InboxTarget): Promise<OpenInbox> {
   if (!existsSync(target.db)) {
     throw new CommandError(`no such SQLite file: ${target.db} (for Postgres, pass a postgres:// URL)`);
   }
-  const sqlite = await loadPeer<{ default: new (file: string, options: object) => SqliteFile }>(
-    "better-sqlite3",
-    "a SQLite inbox",
-  );
-  let db: SqliteFile;
-  try {
-    db = new sqlite.default(target.db, { fileMustExist: true });
-  } catch (error) {
-    throw new CommandError(`could not open the SQLite file ${target.db}: ${messageOf(error)}`);
-  }
+  const db = await openSqliteFile(target.db);
   return {
     inbox: inboxOf(() => new SqliteInbox(db as never, options)),
     kind: "SQLite",
@@ -67,6 +61,37 @@ interface PgPool {
 
 interface SqliteFile {
   close(): void;
+}
+
+/**
+ * Opens an existing SQLite file with better-sqlite3, or, where it is not installed or was built for
+ * another Node (its native module fails to load), with the runtime's own node:sqlite (Node 22.5
+ * and later), so a Node 22 user needs no package to look at an inbox.
+ */
+async function openSqliteFile(file: string): Promise<SqliteFile> {
+  let peer: unknown;
+  try {
+    const sqlite = await loadPeer<{ default: new (file: string, options: object) => SqliteFile }>(
+      "better-sqlite3",
+      "a SQLite inbox",
+    );
+    return new sqlite.default(file, { fileMustExist: true });
+  } catch (error) {
+    peer = error;
+  }
+  const builtIn = (await import(BUILT_IN_SQLITE).catch(() => undefined)) as
+    | { DatabaseSync: new (file: string) => SqliteFile }
+    | undefined;
+  if (!builtIn) {
+    throw peer instanceof CommandError
+      ? peer
+      : new CommandError(`could not open the SQLite file ${file}: ${messageOf(peer)}`);
+  }
+  try {
+    return new builtIn.DatabaseSync(file);
+  } catch (error) {
+    throw new CommandError(`could not open the SQLite file ${file}: ${messageOf(error)}`);
+  }
 }
 
 /** The inbox, with an option the inbox refuses (the scope, the table) turned into a usage error. */
