@@ -44,6 +44,8 @@ export interface Budget {
   readonly names?: readonly string[];
   /** Bytes gzipped when the budget was last set; the budget is `budgetFor(measured)`. */
   readonly measured: number;
+  /** What the bytes it grew by bought, when a change raised `measured` on purpose: the reason, in the user's terms. */
+  readonly grew?: string;
 }
 
 /** The command-line tool (package.json "bin"), built apart from the library: a Node executable. */
@@ -84,7 +86,8 @@ export const entries: readonly Entry[] = [
       {
         protects: "an Express app pays for the adapter on top of the core",
         measure: "on top of the core",
-        measured: 4805,
+        measured: 4851,
+        grew: "from 2684 B: the held answer (a 2xx on the response waits until the store has recorded the event, and reads as sent meanwhile), the settlement's one decision of handled, and per-claim tokens",
       },
     ],
   },
@@ -93,7 +96,12 @@ export const entries: readonly Entry[] = [
     source: "src/adapters/koa.ts",
     peers: { koa: ">=2.13" },
     size: [
-      { protects: "a Koa app pays for the adapter on top of the core", measure: "on top of the core", measured: 4742 },
+      {
+        protects: "a Koa app pays for the adapter on top of the core",
+        measure: "on top of the core",
+        measured: 4777,
+        grew: "from 2715 B: the held answer (a 2xx on the response waits until the store has recorded the event, and reads as sent meanwhile), the settlement's one decision of handled, and per-claim tokens; then +3.1 %: a 2xx that waits for nothing (a memory store's claim) is decided at once and never held",
+      },
     ],
   },
   {
@@ -103,7 +111,8 @@ export const entries: readonly Entry[] = [
       {
         protects: "a Worker, Deno or Bun server pays for the fetch adapter on top of the core",
         measure: "on top of the core",
-        measured: 3134,
+        measured: 3071,
+        grew: "from 2181 B: the settlement's one decision of handled, and the stores enlisted in it",
       },
     ],
   },
@@ -115,7 +124,8 @@ export const entries: readonly Entry[] = [
       {
         protects: "a Fastify app pays for the plugin on top of the core",
         measure: "on top of the core",
-        measured: 4937,
+        measured: 4977,
+        grew: "from 2884 B: the held answer (a 2xx on the response waits until the store has recorded the event, and reads as sent meanwhile), the settlement's one decision of handled, and per-claim tokens",
       },
     ],
   },
@@ -127,7 +137,8 @@ export const entries: readonly Entry[] = [
       {
         protects: "a Hono app pays for the middleware on top of the core",
         measure: "on top of the core",
-        measured: 3342,
+        measured: 3278,
+        grew: "from 2373 B: the settlement's one decision of handled, and the stores enlisted in it",
       },
     ],
   },
@@ -138,7 +149,8 @@ export const entries: readonly Entry[] = [
       {
         protects: "a Lambda function pays for the handler on top of the core",
         measure: "on top of the core",
-        measured: 3332,
+        measured: 3260,
+        grew: "from 2372 B: the settlement's one decision of handled, and the stores enlisted in it",
       },
     ],
   },
