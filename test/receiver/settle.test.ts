@@ -1,15 +1,18 @@
 import { createServer, type Server } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
+import Database from "better-sqlite3";
 import express from "express";
-import { MemoryDedupeStore, type Telemetry } from "flag-webhooks";
+import { createRouter, MemoryDedupeStore, type Telemetry } from "flag-webhooks";
 import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
 import { webhookHandler } from "flag-webhooks/fetch";
 import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
+import { SqliteInbox } from "flag-webhooks/sqlite";
 import { createEvent, signedDelivery, signedRequest } from "flag-webhooks/testing";
 import Koa from "koa";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { runCounter } from "../support/handler-runs.js";
 import { attempt, serverPerTest, urlOf } from "../support/http.js";
+import { databaseFile } from "../support/sqlite.js";
 
 // The receiver's one decision: a delivery is handled when its handler finished and its final
 // answer is 2xx, decided once both are known. A claim is never released while the handler runs,
@@ -261,5 +264,89 @@ describe("a decision that waits for nothing is given at once, and its answer is 
     expect([copy.status, copy.headers.get("webhook-duplicate")]).toEqual([204, "true"]);
     // The copy is answered by the middleware, a duplicate: no next() at all.
     expect(nextAtOnce).toEqual([true, false]);
+  });
+});
+
+describe("a settlement with an inbox's transaction in it (SQLite, better-sqlite3 on a file)", () => {
+  const dbs: Database.Database[] = [];
+  afterEach(() => {
+    for (const db of dbs.splice(0)) db.close();
+  });
+
+  /** A SqliteInbox on a new WAL file with an effects table, and a second connection to read what was committed. */
+  async function sqliteInbox(options: { retention?: string } = {}) {
+    const file = databaseFile();
+    const db = new Database(file);
+    db.pragma("journal_mode = wal");
+    db.exec("create table effects (event_id text not null)");
+    const reader = new Database(file, { readonly: true });
+    dbs.push(db, reader);
+    const inbox = new SqliteInbox(db, { scope: "settle", ...options });
+    await inbox.migrate();
+    const committed = () => (reader.prepare("select count(*) as n from effects").get() as { n: number }).n;
+    return { inbox, committed };
+  }
+
+  it("the record tells an inbox's first delivery (handled) from its copy (duplicate), both 204", async () => {
+    const { inbox } = await sqliteInbox();
+    const { telemetry, ended } = recording();
+    const receive = webhookHandler({
+      secret: SECRET,
+      telemetry,
+      onEvent: inbox.handle((event, tx) => {
+        tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+      }),
+    });
+    const event = createEvent("flag.updated");
+    const first = await receive(await signedRequest({ secret: SECRET, event }));
+    const copy = await receive(await signedRequest({ secret: SECRET, event }));
+    expect([first.status, copy.status, copy.headers.get("webhook-duplicate")]).toEqual([204, 204, "true"]);
+    expect(ended).toEqual([
+      { outcome: "handled", status: 204 },
+      { outcome: "duplicate", status: 204 },
+    ]);
+  });
+
+  it("Express, an inbox's handler that answers 200 on res and goes on: the 200 leaves only once its transaction committed", async () => {
+    const { inbox, committed } = await sqliteInbox();
+    const app = express();
+    app.post(
+      "/webhooks",
+      expressMiddleware<express.Request, express.Response>({
+        secret: SECRET,
+        onEvent: inbox.handle(async (event, tx, _req, res: express.Response) => {
+          tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+          res.status(200).send("ok");
+          // Still in the transaction: a 200 let out now would reach the sender before the COMMIT.
+          await sleep(150);
+        }),
+      }),
+    );
+    const url = await serve(createServer(app));
+    const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    expect(await attempt(url, delivery)).toBe(200);
+    expect(committed()).toBe(1);
+  });
+
+  it("a router's inbox whose retention is shorter than the replay window allows: the delivery fails, naming the inbox's retention, and nothing is committed", async () => {
+    const { inbox, committed } = await sqliteInbox({ retention: "30m" });
+    const errors: unknown[] = [];
+    const router = createRouter().on(
+      "flag.updated",
+      inbox.handle((event, tx) => {
+        tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+      }),
+    );
+    const receive = webhookHandler({ secret: SECRET, maxAge: "1h", onEvent: router, onError: (e) => errors.push(e) });
+    const answer = await receive(await signedRequest({ secret: SECRET, event: createEvent("flag.updated") }));
+    expect(answer.status).toBe(500);
+    expect(committed()).toBe(0);
+    expect(errors).toEqual([
+      new TypeError(
+        "flag-webhooks: the inbox's retention (1800000 ms) is shorter than maxAge plus twice the 60 s clock-skew " +
+          "allowance (3720000 ms): a captured delivery could be replayed after its id is forgotten, by a receiver " +
+          "whose clock is behind the one that handled it; make it at least that long",
+      ),
+    ]);
   });
 });
