@@ -1,3 +1,5 @@
+export { comparePositions, type Position, positionOf } from "./delivery/order/position.js";
+export { type FlagPositions, type OrderDecision, orderEvent, orderedView } from "./delivery/order/rule.js";
 export { createRouter, type EventHandler, type EventOf, type RoutableType, type Router } from "./delivery/router.js";
 export { type ErrorBody, toErrorBody, WebhookError, type WebhookErrorCode, type WebhookErrorStatus } from "./errors.js";
 export {
@@ -5,6 +7,7 @@ export {
   type FlagChange,
   type FlagCreatedEvent,
   type FlagDeletedEvent,
+  type FlagField,
   type FlagUpdatedEvent,
   type KnownWebhookEvent,
   parseEvent,
@@ -23,6 +26,7 @@ export type {
   VerifiedInfo,
   WebhookReply,
 } from "./receiver/options.js";
+export { type OrderOptions, STALE_HEADER } from "./receiver/order.js";
 export {
   type Secret,
   SIGNATURE_HEADER,
@@ -34,6 +38,8 @@ export {
 export type { ClaimResult, DedupeStore } from "./stores/contract.js";
 export { DUPLICATE_HEADER } from "./stores/enlist.js";
 export { MemoryDedupeStore, type MemoryDedupeStoreOptions } from "./stores/memory.js";
+export type { OrderHold, OrderStore } from "./stores/order/contract.js";
+export { MemoryOrderStore, type MemoryOrderStoreOptions } from "./stores/order/memory.js";
 export { type RedisClientLike, RedisDedupeStore, type RedisDedupeStoreOptions } from "./stores/redis.js";
 export type { DeliveryTelemetry, QueueTelemetry, StoreOperation, Telemetry } from "./telemetry.js";
 export { type VerifyEventOptions, verifyEvent } from "./verify-event.js";
