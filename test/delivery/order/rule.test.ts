@@ -9,7 +9,7 @@ const whole = (type: "flag.created" | "flag.deleted", id: string, createdAt: str
   createEvent(type, { id, createdAt });
 
 /** The record after `events` are delivered in this order, each written when it has something to write. */
-function after(events: WebhookEvent[]): FlagPositions | undefined {
+function recordAfter(events: WebhookEvent[]): FlagPositions | undefined {
   let record: FlagPositions | undefined;
   for (const event of events) record = orderEvent(event, record)?.next ?? record;
   return record;
@@ -49,7 +49,7 @@ describe("positions", () => {
 
 describe("the rule", () => {
   it("applies a change only after the last applied position of its field; a tie goes to the greater id", () => {
-    const applied = after([update("evt_b", "2026-11-21T09:30:00Z")]);
+    const applied = recordAfter([update("evt_b", "2026-11-21T09:30:00Z")]);
     expect(orderEvent(update("evt_a", "2026-11-21T09:30:00Z"), applied)).toMatchObject({ stale: true, fresh: [] });
     expect(orderEvent(update("evt_c", "2026-11-21T09:30:00Z"), applied)).toMatchObject({
       stale: false,
@@ -61,7 +61,7 @@ describe("the rule", () => {
   });
 
   it("splits an event's changes into fresh and stale, field by field", () => {
-    const applied = after([update("evt_b", "2026-11-21T09:30:00Z", "on")]);
+    const applied = recordAfter([update("evt_b", "2026-11-21T09:30:00Z", "on")]);
     const event = createEvent("flag.updated", {
       id: "evt_a",
       createdAt: "2026-11-21T09:29:00Z",
@@ -78,19 +78,19 @@ describe("the rule", () => {
   });
 
   it("makes flag.deleted a tombstone for every field in every environment, and flag.created start again", () => {
-    const deleted = after([
+    const deleted = recordAfter([
       update("evt_1", "2026-11-21T09:00:00Z", "on", "staging"),
       whole("flag.deleted", "evt_5", "2026-11-21T09:05:00Z"),
     ]);
     expect(deleted).toEqual({ reset: positionOf({ createdAt: "2026-11-21T09:05:00Z", id: "evt_5" }), fields: {} });
     expect(orderEvent(update("evt_3", "2026-11-21T09:03:00Z", "rules", "production"), deleted)?.stale).toBe(true);
     expect(orderEvent(whole("flag.created", "evt_4", "2026-11-21T09:04:00Z"), deleted)?.stale).toBe(true);
-    const created = after([whole("flag.created", "evt_6", "2026-11-21T09:06:00Z")].map((e) => e));
+    const created = recordAfter([whole("flag.created", "evt_6", "2026-11-21T09:06:00Z")].map((e) => e));
     expect(orderEvent(update("evt_7", "2026-11-21T09:07:00Z"), created)?.stale).toBe(false);
   });
 
   it("resets only the older fields when a whole-flag event arrives after a newer change", () => {
-    const applied = after([
+    const applied = recordAfter([
       update("evt_1", "2026-11-21T09:01:00Z", "on"),
       update("evt_7", "2026-11-21T09:07:00Z", "rules"),
     ]);
@@ -102,7 +102,7 @@ describe("the rule", () => {
   it("orders rollout events whole, per flag and environment", () => {
     const step = (id: string, createdAt: string, environment = "production") =>
       createEvent("rollout.step", { id, createdAt, environment, data: { flag: "new-checkout", percent: 10 } });
-    const applied = after([step("evt_2", "2026-11-21T09:02:00Z")]);
+    const applied = recordAfter([step("evt_2", "2026-11-21T09:02:00Z")]);
     expect(orderEvent(step("evt_1", "2026-11-21T09:01:00Z"), applied)?.stale).toBe(true);
     expect(orderEvent(step("evt_1", "2026-11-21T09:01:00Z", "staging"), applied)?.stale).toBe(false);
     expect(orderEvent(update("evt_1", "2026-11-21T09:01:00Z"), applied)?.stale).toBe(false);
