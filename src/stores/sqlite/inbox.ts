@@ -10,6 +10,7 @@ import { withTimeout } from "../../util/timeout.js";
 import type { ClaimResult, DedupeStore } from "../contract.js";
 import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../enlist.js";
 import { checkScope, claimToken, storedId } from "../keys.js";
+import { orderInTransaction, staleReply } from "../order/in-transaction.js";
 import { type BatchDriver, d1Driver, durableObjectDriver, isD1, isDurableObjectSql } from "./batch.js";
 import {
   asyncDriver,
@@ -20,6 +21,7 @@ import {
   type Param,
   syncDriver,
 } from "./drivers.js";
+import { type OrderStatements, orderStatementsFor } from "./order.js";
 import { type InboxStatements, statementsFor } from "./statements.js";
 import { isStoreFailure } from "./turns.js";
 import type { InboxHandler, InboxTransaction, SqliteDatabase, SqliteInboxOptions, SqliteRow } from "./types.js";
@@ -59,6 +61,8 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
   readonly #scope: string;
   readonly #retention: number;
   readonly #timeout: number;
+  /** With `order`: the positions table's statements, and whether a wholly stale event still runs the handler. */
+  readonly #order: { sql: OrderStatements; handleStale: boolean } | undefined;
   // The value of this instance's DedupeStore claims: release() deletes only rows holding it.
   readonly #token = claimToken();
 
@@ -68,6 +72,16 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
     }
     this.#scope = checkScope(options.scope, "SqliteInbox");
     this.#sql = statementsFor(options.table ?? "flag_webhooks_inbox");
+    const { order } = options;
+    if (order) {
+      if (isD1(db) || isDurableObjectSql(db)) {
+        throw new TypeError(
+          'flag-webhooks: option "order" of SqliteInbox needs a database with interactive transactions',
+        );
+      }
+      const handleStale = typeof order === "object" && order.handleStale === true;
+      this.#order = { sql: orderStatementsFor(options.table ?? "flag_webhooks_inbox"), handleStale };
+    }
     this.#retention = parseDuration(options.retention ?? "30d", "retention");
     this.#timeout = parseDuration(options.timeout ?? "5s", "timeout", TIMER_MAX);
     if (isD1(db)) this.#batch = d1Driver(db);
@@ -105,6 +119,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
     await this.#transaction(async (open) => {
       await open.run(table, []);
       await open.run(index, []);
+      for (const statement of this.#order?.sql.create ?? []) await open.run(statement, []);
     });
   }
 
@@ -157,7 +172,10 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
     for (;;) {
       const rows = await this.#write(this.#sql.prune(PRUNE_BATCH), [this.#scope, Date.now()]);
       total += rows.length;
-      if (rows.length < PRUNE_BATCH) return total;
+      if (rows.length >= PRUNE_BATCH) continue;
+      // Positions of ordered flags expire with the ids: an event older than them is past maxAge.
+      if (this.#order) await this.#write(this.#order.sql.prune, [this.#scope, Date.now()], false);
+      return total;
     }
   }
 
@@ -218,7 +236,20 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase> implements 
       rollback: () => open.rollback(),
       retention: this.#retention,
     };
-    return this.#settle(event, unit, () => fn(event, open.tx as InboxTransaction<Db>, ...context));
+    const order = this.#order;
+    if (!order) return this.#settle(event, unit, () => fn(event, open.tx as InboxTransaction<Db>, ...context));
+    return this.#settle(event, unit, async () => {
+      const ordered = await orderInTransaction(event, {
+        read: async (flag) => {
+          const rows = await open.query(order.sql.read, [this.#scope, flag, Date.now()]);
+          return rows[0] === undefined ? undefined : String(rows[0].positions);
+        },
+        write: (flag, positions) =>
+          open.run(order.sql.write, [this.#scope, flag, positions, Date.now() + this.#retention]),
+      });
+      if (ordered.stale && !order.handleStale) return staleReply();
+      return fn(ordered.event, open.tx as InboxTransaction<Db>, ...context);
+    });
   }
 
   /** handle() on D1 or a Durable Object's storage: the handler's statements run at COMMIT, with the id. */
