@@ -9,6 +9,7 @@ import type { ClaimResult, DedupeStore } from "../contract.js";
 import { duplicateReply, type Enlisted, runEnlisted, withRetention } from "../enlist.js";
 import { checkScope, claimToken, storedId } from "../keys.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction } from "./drivers.js";
+import { type Ordering, orderSchema, positionsIn, prunePositions, runOrdered } from "./order.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
 
 const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
@@ -53,6 +54,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
   // Each claim adds a token of its own (`<instance token>/<claim token>/`), so that a claim whose
   // answer was lost can free itself and no other.
   readonly #token = `${claimToken()}/`;
+  readonly #order: { handleStale: boolean } | undefined; // With `order`: does a wholly stale event run fn?
 
   constructor(client: Client, options: PostgresInboxOptions) {
     if (typeof options !== "object" || options === null) {
@@ -72,6 +74,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
     this.#retention = parseDuration(options.retention ?? "30d", "retention");
     this.#lockTimeout = parseDuration(options.lockTimeout ?? "2s", "lockTimeout");
     this.#timeout = parseDuration(options.timeout ?? "5s", "timeout", TIMER_MAX);
+    if (options.order) this.#order = { handleStale: (options.order as { handleStale?: unknown }).handleStale === true };
     if (this.#lockTimeout >= this.#timeout) {
       throw new TypeError('flag-webhooks: option "lockTimeout" must be shorter than "timeout"');
     }
@@ -111,6 +114,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
         [],
       );
       await open.query(`create index if not exists ${this.#index} on ${this.#table} (scope, expires_at)`, []);
+      for (const statement of this.#order ? orderSchema(this.#table) : []) await open.query(statement, []);
     } catch (error) {
       await open.rollback();
       throw error;
@@ -150,10 +154,13 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
         rollback: () => open.transaction.rollback(),
         retention: this.#retention,
       };
+      const tx = open.transaction.tx as InboxTransaction<Client>;
       return runEnlisted(
         event,
         unit,
-        () => fn(event, open.transaction.tx as InboxTransaction<Client>, ...context),
+        this.#order
+          ? () => runOrdered(this.#ordering(open.transaction), event, (seen) => fn(seen, tx, ...context))
+          : () => fn(event, tx, ...context),
         // A statement Postgres cancelled (statement_timeout) or a connection lost under the
         // handler: the store failed, not the handler.
         (error) => (storeFailure(error) || open.transaction.lost() ? unavailable(error) : error),
@@ -185,7 +192,10 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
       );
       const count = Number(rows[0]?.count ?? 0);
       total += count;
-      if (count < PRUNE_BATCH) return total;
+      if (count >= PRUNE_BATCH) continue;
+      // Ordered flags' positions expire with the ids: an event older than them is past maxAge.
+      if (this.#order) await this.#driver.query(prunePositions(this.#table), [this.#scope]);
+      return total;
     }
   }
 
@@ -331,6 +341,17 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient> imple
     } catch (error) {
       throw unavailable(error);
     }
+  }
+
+  /** The positions of ordered flags in `open`, the handler's transaction. */
+  #ordering(open: OpenTransaction): Ordering {
+    const positions = positionsIn(
+      (text, params) => open.query(text, params),
+      this.#table,
+      this.#scope,
+      this.#retention,
+    );
+    return { positions, handleStale: this.#order?.handleStale === true, unavailable };
   }
 
   /** A step bounded by `timeout`; past it, `gaveUp` (if any) is aborted and `late` gets what still came. */
