@@ -70,3 +70,12 @@ export async function checkHistory(
   for (const event of seen) actual.apply(event);
   expect(actual.snapshot()).toEqual(expected.snapshot());
 }
+
+/**
+ * How many runs a property test makes: `ci` in `npm test`, or `ORDER_PROPERTY_RUNS` (the nightly
+ * script, scripts/order-nightly.sh, sets it higher).
+ */
+export function propertyRuns(ci: number): number {
+  const runs = Number(process.env.ORDER_PROPERTY_RUNS);
+  return Number.isSafeInteger(runs) && runs > 0 ? runs : ci;
+}

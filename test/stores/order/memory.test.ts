@@ -3,7 +3,7 @@ import { type KnownWebhookEvent, MemoryOrderStore, type WebhookEvent } from "fla
 import { webhookHandler } from "flag-webhooks/fetch";
 import { signedRequest } from "flag-webhooks/testing";
 import { describe, expect, it } from "vitest";
-import { checkHistory, histories } from "../../support/order.js";
+import { checkHistory, histories, propertyRuns } from "../../support/order.js";
 import { SECRET } from "../../support/receiver.js";
 
 /** A fetch receiver ordering on `store`, whose handler writes down what it saw (after a turn of the event loop). */
@@ -35,7 +35,7 @@ describe("MemoryOrderStore", () => {
           return seen;
         });
       }),
-      { numRuns: 1000 },
+      { numRuns: propertyRuns(1000) },
     );
   });
 

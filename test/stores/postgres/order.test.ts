@@ -5,7 +5,7 @@ import { PostgresInbox } from "flag-webhooks/postgres";
 import { createEvent, signedRequest } from "flag-webhooks/testing";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkHistory, histories } from "../../support/order.js";
+import { checkHistory, histories, propertyRuns } from "../../support/order.js";
 import { type TestDatabase, testDatabase } from "../../support/postgres-database.js";
 import { postgresAvailability } from "../../support/postgres-server.js";
 
@@ -54,7 +54,7 @@ describe.skipIf(!availability.available)("PostgresInbox with order", () => {
           return seen;
         });
       }),
-      { numRuns: 1000 },
+      { numRuns: propertyRuns(1000) },
     );
   });
 

@@ -5,7 +5,7 @@ import { webhookHandler } from "flag-webhooks/fetch";
 import { SqliteInbox } from "flag-webhooks/sqlite";
 import { createEvent, signedRequest } from "flag-webhooks/testing";
 import { afterAll, describe, expect, it } from "vitest";
-import { checkHistory, histories } from "../../support/order.js";
+import { checkHistory, histories, propertyRuns } from "../../support/order.js";
 import { databaseFile, SQLITE_SECRET } from "../../support/sqlite.js";
 
 // Order in the SQLite inbox: the flag's positions are read and written in the handler's
@@ -47,7 +47,7 @@ describe("SqliteInbox with order", () => {
           return seen;
         });
       }),
-      { numRuns: 1000 },
+      { numRuns: propertyRuns(1000) },
     );
   });
 
