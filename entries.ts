@@ -71,9 +71,9 @@ export const entries: readonly Entry[] = [
       },
       {
         protects:
-          "an app pays once for the whole core (receiver, router, memory and Redis stores, the rule of ordered delivery and its memory store), whatever its host",
+          "an app pays once for the whole core (receiver, router, memory and Redis stores, the rule of ordered delivery and its memory and Redis stores), whatever its host",
         measure: "bundle",
-        measured: 6127,
+        measured: 6470,
       },
     ],
   },

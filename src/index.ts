@@ -40,6 +40,7 @@ export { DUPLICATE_HEADER } from "./stores/enlist.js";
 export { MemoryDedupeStore, type MemoryDedupeStoreOptions } from "./stores/memory.js";
 export type { OrderHold, OrderStore } from "./stores/order/contract.js";
 export { MemoryOrderStore, type MemoryOrderStoreOptions } from "./stores/order/memory.js";
+export { RedisOrderStore, type RedisOrderStoreOptions } from "./stores/order/redis.js";
 export { type RedisClientLike, RedisDedupeStore, type RedisDedupeStoreOptions } from "./stores/redis.js";
 export type { DeliveryTelemetry, QueueTelemetry, StoreOperation, Telemetry } from "./telemetry.js";
 export { type VerifyEventOptions, verifyEvent } from "./verify-event.js";
