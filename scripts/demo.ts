@@ -220,7 +220,11 @@ check(after.length === 0, "a deleted webhook gets nothing more");
 /** What the demo uses of a SQLite connection, the same on node:sqlite and better-sqlite3. */
 interface KeepDb {
   exec(sql: string): unknown;
-  prepare(sql: string): { run(...values: string[]): unknown; get(...values: string[]): unknown; all(...values: string[]): unknown };
+  prepare(sql: string): {
+    run(...values: string[]): unknown;
+    get(...values: string[]): unknown;
+    all(...values: string[]): unknown;
+  };
   close(): unknown;
 }
 const keepFile = resolve(import.meta.dirname, "../.demo/keep.db");

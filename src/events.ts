@@ -38,12 +38,36 @@ export interface Actor {
  */
 export type UndocumentedData = { readonly [field: string]: unknown };
 
+/** One ordered field of a flag: a change's `(environment, path)`, or a rollout's `(environment)`. */
+export interface FlagField {
+  environment: string;
+  /** The change's path; absent for the rollout of the environment (`rollout.step`, `rollout.guard_triggered`). */
+  path?: string;
+}
+
 /** State, rules or variations of a flag changed. */
-export type FlagUpdatedEvent = Envelope<"flag.updated", { flag: string; changes: FlagChange[]; actor: Actor }>;
+export type FlagUpdatedEvent = Envelope<"flag.updated", { flag: string; changes: FlagChange[]; actor: Actor }> & {
+  /**
+   * With the `order` option: the changes older than one already applied to their field, taken
+   * out of `data.changes` (which then holds only the newer ones). Absent without `order`.
+   */
+  staleChanges?: FlagChange[];
+};
+
+/** What the `order` option adds to a whole-flag event that arrived after a newer change of its flag. */
+interface LateReset {
+  /**
+   * With the `order` option, on a `flag.created` or `flag.deleted` that arrived after a newer
+   * change of the flag was applied: the only fields it resets (the newer ones stay). Absent when
+   * it resets the whole flag.
+   */
+  resetFields?: FlagField[];
+}
+
 /** A flag was created. Its data is not documented by the service. */
-export type FlagCreatedEvent = Envelope<"flag.created", UndocumentedData>;
+export type FlagCreatedEvent = Envelope<"flag.created", UndocumentedData> & LateReset;
 /** A flag was deleted. Its data is not documented by the service. */
-export type FlagDeletedEvent = Envelope<"flag.deleted", UndocumentedData>;
+export type FlagDeletedEvent = Envelope<"flag.deleted", UndocumentedData> & LateReset;
 /** A scheduled rollout advanced. Its data is not documented by the service. */
 export type RolloutStepEvent = Envelope<"rollout.step", UndocumentedData>;
 /** A guard paused or rolled back a rollout. Its data is not documented by the service. */

@@ -1,3 +1,5 @@
+export { comparePositions, type Position, positionOf } from "./delivery/order/position.js";
+export { type FlagPositions, type OrderDecision, orderEvent, orderedView } from "./delivery/order/rule.js";
 export { createRouter, type EventHandler, type EventOf, type RoutableType, type Router } from "./delivery/router.js";
 export { type ErrorBody, toErrorBody, WebhookError, type WebhookErrorCode, type WebhookErrorStatus } from "./errors.js";
 export {
@@ -5,6 +7,7 @@ export {
   type FlagChange,
   type FlagCreatedEvent,
   type FlagDeletedEvent,
+  type FlagField,
   type FlagUpdatedEvent,
   type KnownWebhookEvent,
   parseEvent,
@@ -23,6 +26,7 @@ export type {
   VerifiedInfo,
   WebhookReply,
 } from "./receiver/options.js";
+export { type OrderOptions, STALE_HEADER } from "./receiver/order.js";
 export {
   type Secret,
   SIGNATURE_HEADER,
@@ -33,7 +37,10 @@ export {
 } from "./signature.js";
 export type { ClaimResult, DedupeStore } from "./store-contract/dedupe-store.js";
 export { DUPLICATE_HEADER } from "./store-contract/enlist.js";
+export type { OrderHold, OrderStore } from "./store-contract/order-store.js";
 export { MemoryDedupeStore, type MemoryDedupeStoreOptions } from "./stores/memory.js";
+export { MemoryOrderStore, type MemoryOrderStoreOptions } from "./stores/order/memory.js";
+export { RedisOrderStore, type RedisOrderStoreOptions } from "./stores/order/redis.js";
 export { type RedisClientLike, RedisDedupeStore, type RedisDedupeStoreOptions } from "./stores/redis.js";
 export type { DeliveryTelemetry, QueueTelemetry, StoreOperation, Telemetry } from "./telemetry.js";
 export { type VerifyEventOptions, verifyEvent } from "./verify-event.js";

@@ -51,8 +51,9 @@ export interface DeliveryTelemetry {
   handler(seconds: number, error?: unknown): void;
   /**
    * The delivery is over: `outcome` is `"handled"` (the handler finished with a 2xx answer),
-   * `"duplicate"`, or the error code answered (`invalid_signature`, `handler_error`…); `status`
-   * is the HTTP status answered, when known.
+   * `"duplicate"`, `"stale"` (with `order`: every change older than one already applied, handled
+   * without the handler), or the error code answered (`invalid_signature`, `handler_error`…);
+   * `status` is the HTTP status answered, when known.
    */
   end(outcome: string, status: number | undefined): void;
 }

@@ -153,7 +153,7 @@ function recordDelivery(tracer: Tracer, recorded: Instruments): DeliveryTelemetr
     end(outcome, status) {
       span.setAttribute(ATTR.outcome, outcome);
       if (status !== undefined) span.setAttribute(ATTR.status, status);
-      if (outcome !== "handled" && outcome !== "duplicate")
+      if (outcome !== "handled" && outcome !== "duplicate" && outcome !== "stale")
         span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
       const attributes: Attributes =
         type === undefined ? { [ATTR.outcome]: outcome } : { [ATTR.outcome]: outcome, [ATTR.type]: type };

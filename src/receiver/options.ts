@@ -7,6 +7,7 @@ import { type Inbox, inboxOf } from "../store-contract/enlist.js";
 import type { Telemetry } from "../telemetry.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
 import { parseLimit } from "../util/limit.js";
+import { type OrderOptions, type OrderSettings, orderSettings } from "./order.js";
 import { logError } from "./report.js";
 
 /** Dedupe by event id: see docs/delivery.md. */
@@ -64,6 +65,8 @@ export interface ReceiverOptions {
   maxAge?: number | string;
   /** Handle each event id once: `{ store, ttl }`. Off by default. */
   dedupe?: DedupeOptions;
+  /** Apply each flag's changes in order, last writer wins per field: `{ store }` (docs/order.md). Off by default. */
+  order?: OrderOptions;
   /**
    * The longest wait for the whole body once a request arrived, in ms or as a duration; then
    * `408 body_timeout` and the connection is closed. Default 10 s, at most 2³¹−1 ms. Node adapters
@@ -132,6 +135,7 @@ export interface Settings<Context extends unknown[]> {
   maxAge: number | undefined;
   bodyTimeout: number;
   dedupe: DedupeSettings | undefined;
+  order: OrderSettings | undefined;
   onEvent: ((event: WebhookEvent, ...context: Context) => unknown) | undefined;
   /** The inbox `onEvent` is the handler of (`inbox.handle(fn)`), if it is one. */
   inbox: Inbox | undefined;
@@ -181,6 +185,7 @@ export function checkOptions<Context extends unknown[]>(options: HandlerOptions<
         ? DEFAULT_BODY_TIMEOUT
         : parseDuration(options.bodyTimeout, "bodyTimeout", TIMER_MAX),
     dedupe: options.dedupe === undefined ? undefined : dedupeSettings(options.dedupe, maxAge),
+    order: options.order === undefined ? undefined : orderSettings(options.order, maxAge),
     onEvent,
     inbox,
     onError,

@@ -1,15 +1,16 @@
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import type { Payload } from "../payload.js";
-import { delivering, isDuplicateReply } from "../store-contract/enlist.js";
+import { delivering, type Enlisted, isDuplicateReply } from "../store-contract/enlist.js";
 import { andThen } from "../util/thenable.js";
 import { duplicateAnswer, errorResponse, isStatus, replyAnswer } from "./answers.js";
 import { checkBody, checkRequest } from "./checks.js";
 import { type Claim, claimEvent } from "./claim.js";
 import { checkOptions, type HandlerOptions, type Settings } from "./options.js";
+import { orderDelivery, staleAnswer } from "./order.js";
 import type { AdapterHooks, Answer, Delivery, NativeReply, Receiver, ReturnHooks } from "./protocol.js";
 import { Reporter } from "./report.js";
-import { type Settlement, settlement } from "./settle.js";
+import { type Settlement, settlement, settleStale } from "./settle.js";
 import { recorder } from "./telemetry.js";
 
 /**
@@ -114,7 +115,7 @@ class Pipeline<Context extends unknown[]> {
     begun: Reporter,
   ): Settlement | Answer | Promise<Settlement | Answer> {
     const { dedupe } = this.settings;
-    if (!dedupe) return this.accepted(event, undefined, context, begun);
+    if (!dedupe) return this.ordered(event, undefined, context, begun);
     return andThen(
       claimEvent(event.id, dedupe, begun, begun.record),
       (outcome) => {
@@ -123,23 +124,48 @@ class Pipeline<Context extends unknown[]> {
           return duplicateAnswer();
         }
         if (outcome instanceof WebhookError) return this.refuse(outcome, begun);
-        return this.accepted(event, outcome, context, begun);
+        return this.ordered(event, outcome, context, begun);
       },
       (error) => this.refuse(error, begun),
     );
   }
 
+  /** With `order`: the flag's positions held, the handler sees only what is fresh (./order.ts). */
+  private ordered(event: WebhookEvent, claim: Claim | undefined, context: Context, begun: Reporter) {
+    const { order } = this.settings;
+    if (!order) return this.accepted(event, claim, context, begun);
+    return orderDelivery(event, order).then(
+      async (ordered) => {
+        if (!ordered.stale) return this.accepted(ordered.event, claim, context, begun, ordered.unit);
+        // Nothing newer to apply: handled without the handler, the new reset position (if any) kept.
+        return (await settleStale(ordered, claim, begun)) ?? staleAnswer();
+      },
+      async (error: unknown) => {
+        await claim?.release();
+        return this.refuse(error, begun);
+      },
+    );
+  }
+
   /**
    * A delivery handed to its handler: an adapter that watches the wire watches it from the start if
-   * there is anything to settle (a claim, an inbox's transaction, a record), and the receiver calls
-   * back into the adapter no more. Only an inbox called inside `onEvent` is found later.
+   * there is anything to settle (a claim, an inbox's transaction, ordered positions, a record), and
+   * the receiver calls back into the adapter no more. Only an inbox called inside `onEvent` is found later.
    */
-  private accepted(event: WebhookEvent, claim: Claim | undefined, context: Context, begun: Reporter): Settlement {
+  private accepted(
+    event: WebhookEvent,
+    claim: Claim | undefined,
+    context: Context,
+    begun: Reporter,
+    unit?: Enlisted,
+  ): Settlement {
     const { watch } = this.hooks;
     const watched =
-      watch !== undefined && (claim !== undefined || this.settings.inbox !== undefined || begun.record !== undefined);
+      watch !== undefined &&
+      (claim !== undefined || this.settings.inbox !== undefined || begun.record !== undefined || unit !== undefined);
     const delivery = settlement(event, claim, begun, this.settings.maxAge, watched ? undefined : watch);
     if (watched) watch(delivery, ...context);
+    if (unit) delivery.enlist(unit);
     return delivery;
   }
 

@@ -236,6 +236,30 @@ class DeliverySettlement implements Settlement {
   }
 }
 
+/**
+ * The decision for an event all of whose changes were stale, which no handler runs for: handled,
+ * once its unit (the ordered positions) is recorded and its claim marked done; `503
+ * store_unavailable` in place of the answer when the unit cannot be.
+ */
+export async function settleStale(
+  ordered: { unit?: Enlisted },
+  claim: Claim | undefined,
+  reporter: Reporter,
+): Promise<Answer | undefined> {
+  try {
+    await ordered.unit?.commit();
+  } catch (cause) {
+    reporter.report(cause);
+    await claim?.release();
+    const error = new WebhookError("store_unavailable", "the store did not record the event; retry later", { cause });
+    reporter.record?.end(error.code, error.status);
+    return errorResponse(error);
+  }
+  await claim?.complete();
+  reporter.record?.end("stale", 204);
+  return undefined;
+}
+
 function runDirectly<T>(handler: () => T): T {
   return handler();
 }

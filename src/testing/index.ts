@@ -150,3 +150,4 @@ export async function signedRequest(options: RequestOptions): Promise<Request> {
     body: payload.slice(),
   });
 }
+export { type FlagHistoryOptions, FlagMirror, flagHistory, inOrder, shuffledCopy } from "./order.js";

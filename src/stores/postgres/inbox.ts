@@ -13,6 +13,7 @@ import { KeepingInbox } from "../work/methods.js";
 import { keepStatements } from "../work/statements.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction } from "./drivers.js";
 import { POSTGRES_DIALECT, postgresKeep } from "./keep.js";
+import { type Ordering, orderSchema, positionsIn, prunePositions, runOrdered } from "./order.js";
 import { DEFAULT_TABLE, inboxSchema } from "./schema.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
 
@@ -58,6 +59,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
   // Each claim adds a token of its own (`<instance token>/<claim token>/`), so that a claim whose
   // answer was lost can free itself and no other.
   readonly #token = `${claimToken()}/`;
+  readonly #order: { handleStale: boolean } | undefined; // With `order`: does a wholly stale event run fn?
 
   constructor(client: Client, options: PostgresInboxOptions) {
     super();
@@ -70,6 +72,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
     this.#retention = basics.retention;
     this.#lockTimeout = parseDuration(options.lockTimeout ?? "2s", "lockTimeout");
     this.#timeout = basics.timeout;
+    if (options.order) this.#order = { handleStale: (options.order as { handleStale?: unknown }).handleStale === true };
     if (this.#lockTimeout >= this.#timeout) {
       throw new TypeError('flag-webhooks: option "lockTimeout" must be shorter than "timeout"');
     }
@@ -101,6 +104,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
     );
     try {
       for (const statement of this.#schema) await open.query(statement, []);
+      for (const statement of this.#order ? orderSchema(this.#table) : []) await open.query(statement, []);
     } catch (error) {
       await open.rollback();
       throw error;
@@ -140,11 +144,14 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
         rollback: () => open.transaction.rollback(),
         retention: this.#retention,
       };
+      const tx = open.transaction.tx as InboxTransaction<Client>;
       return runEnlisted(
         delivery,
         unit,
         async () => {
-          const value = await fn(event, open.transaction.tx as InboxTransaction<Client>, ...context);
+          const value = await (this.#order
+            ? runOrdered(this.#ordering(open.transaction), event, (seen) => fn(seen, tx, ...context))
+            : fn(event, tx, ...context));
           open.transaction.finished();
           return value;
         },
@@ -178,7 +185,10 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
       );
       const count = Number(rows[0]?.count ?? 0);
       total += count;
-      if (count < PRUNE_BATCH) return total;
+      if (count >= PRUNE_BATCH) continue;
+      // Ordered flags' positions expire with the ids: an event older than them is past maxAge.
+      if (this.#order) await this.#driver.query(prunePositions(this.#table), [this.#scope]);
+      return total;
     }
   }
 
@@ -332,6 +342,17 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
     } catch (error) {
       throw unavailable(error);
     }
+  }
+
+  /** The positions of ordered flags in `open`, the handler's transaction. */
+  #ordering(open: OpenTransaction): Ordering {
+    const positions = positionsIn(
+      (text, params) => open.query(text, params),
+      this.#table,
+      this.#scope,
+      this.#retention,
+    );
+    return { positions, handleStale: this.#order?.handleStale === true, unavailable };
   }
 
   /** A step bounded by `timeout`; past it, `gaveUp` (if any) is aborted and `late` gets what still came. */

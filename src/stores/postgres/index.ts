@@ -3,8 +3,6 @@
 // client: `pg` (Pool or Client), postgres.js, or any client behind InboxClient is recognised by
 // its shape, and their types are inferred from the client the user passes.
 
-// The base class of both inboxes: its methods are theirs; exported for declaration files to name.
-export type { KeepingInbox } from "../work/methods.js";
 export type {
   AttemptInfo,
   EnqueueOptions,

@@ -105,6 +105,14 @@ export interface PostgresInboxOptions {
    * every time it stores or compares. For tests. Default `Date.now`.
    */
   now?: () => number;
+  /**
+   * Apply each flag's changes in order, last writer wins per field (docs/order.md): the flag's
+   * positions are read (its row locked) and written in the handler's transaction, in a table
+   * beside the inbox's (`<table>_positions`, made by migrate()). `fn` sees only the fresh changes;
+   * an event all of whose changes are stale answers 204 `Webhook-Stale: true` without `fn`,
+   * unless `{ handleStale: true }`.
+   */
+  order?: boolean | { handleStale?: boolean };
 }
 
 /**

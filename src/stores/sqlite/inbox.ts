@@ -16,10 +16,12 @@ import { claimToken, storedId } from "../../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import { inboxBasics, inProgress, unavailable as unavailableOn } from "../inbox-shell.js";
+import { staleReply } from "../order/in-transaction.js";
 import { Keep } from "../work/keep.js";
 import { KeepingInbox } from "../work/methods.js";
 import { keepStatements } from "../work/statements.js";
 import { type BatchDriver, d1Driver, durableObjectDriver, isD1, isDurableObjectSql } from "./batch.js";
+import { withinDeadline } from "./deadline.js";
 import {
   asyncDriver,
   type InteractiveDriver,
@@ -30,6 +32,7 @@ import {
   syncDriver,
 } from "./drivers.js";
 import { migrateKeep, SQLITE_DIALECT, sqliteKeep, tableParts } from "./keep.js";
+import { type OrderOption, orderedInSqlite, orderOption } from "./order.js";
 import { DEFAULT_TABLE } from "./schema.js";
 import { type InboxStatements, statementsFor } from "./statements.js";
 import { isStoreFailure } from "./turns.js";
@@ -74,6 +77,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
   readonly #retention: number;
   readonly #timeout: number;
   readonly #handlerTimeout: number;
+  readonly #order: OrderOption | undefined;
   // The value of this instance's DedupeStore claims: release() deletes only rows holding it.
   readonly #token = claimToken();
   readonly #table: ReturnType<typeof tableParts>;
@@ -86,6 +90,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     this.#retention = basics.retention;
     this.#timeout = basics.timeout;
     this.#handlerTimeout = parseDuration(options.handlerTimeout ?? "10s", "handlerTimeout", TIMER_MAX);
+    this.#order = orderOption(options.order, options.table ?? DEFAULT_TABLE, !isD1(db) && !isDurableObjectSql(db));
     if (isD1(db)) this.#batch = d1Driver(db);
     else if (isDurableObjectSql(db)) this.#batch = durableObjectDriver(db);
     else if (isAsyncClient(db)) this.#interactive = asyncDriver(db);
@@ -129,6 +134,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
       await open.run(table as string, []);
       await migrateKeep(open, this.#table);
       for (const sql of indexes) await open.run(sql, []);
+      for (const statement of this.#order?.sql.create ?? []) await open.run(statement, []);
     });
   }
 
@@ -184,7 +190,10 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     for (;;) {
       const rows = await this.#write(this.#sql.prune(PRUNE_BATCH), [this.#scope, Date.now()]);
       total += rows.length;
-      if (rows.length < PRUNE_BATCH) return total;
+      if (rows.length >= PRUNE_BATCH) continue;
+      // Positions of ordered flags expire with the ids: an event older than them is past maxAge.
+      if (this.#order) await this.#write(this.#order.sql.prune, [this.#scope, Date.now()], false);
+      return total;
     }
   }
 
@@ -229,11 +238,8 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     const id = await storedId(event.id);
     // A copy of a handled id is answered from what is committed, without waiting for the turn
     // or the write lock: copies replayed at speed then cost a read each, and hold up nobody.
-    const committed = (this.#interactive as InteractiveDriver).committed(this.#sql.state, [
-      this.#scope,
-      id,
-      Date.now(),
-    ]);
+    const params = [this.#scope, id, Date.now()];
+    const committed = (this.#interactive as InteractiveDriver).committed(this.#sql.state, params);
     if (committed?.[0]?.state === "done") return duplicateReply();
     const open = await this.#begin();
     let state: string;
@@ -254,18 +260,12 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
       rollback: () => open.rollback(),
       retention: this.#retention,
     };
-    // The handler holds the connection's one write turn while it runs: past its deadline the
-    // transaction is rolled back and the turn goes on to the next delivery.
-    const late = () => {
-      void open.rollback();
-      return new Error(`flag-webhooks: the handler did not finish within handlerTimeout (${this.#handlerTimeout} ms)`);
-    };
+    const order = this.#order;
     return this.#settle(delivery, unit, async () => {
-      const value = await withTimeout(
-        fn(event, open.tx as InboxTransaction<Db>, ...context),
-        this.#handlerTimeout,
-        late,
-      );
+      const seen = order ? await orderedInSqlite(open, order.sql, this.#scope, this.#retention, event) : undefined;
+      if (seen?.stale && !order?.handleStale) return staleReply();
+      const handled = fn(seen?.event ?? event, open.tx as InboxTransaction<Db>, ...context);
+      const value = await withinDeadline(open, this.#handlerTimeout, handled);
       open.finished();
       return value;
     });

@@ -3,8 +3,6 @@
 // driver: node:sqlite, better-sqlite3, bun:sqlite, @libsql/client, a D1 binding or a Durable
 // Object's storage is recognised by its shape, and its types are inferred from the one passed.
 
-// The base class of both inboxes: its methods are theirs; exported for declaration files to name.
-export type { KeepingInbox } from "../work/methods.js";
 export type {
   AttemptInfo,
   EnqueueOptions,

@@ -155,4 +155,12 @@ export interface SqliteInboxOptions {
    * every time it stores or compares. For tests. Default `Date.now`.
    */
   now?: () => number;
+  /**
+   * Apply each flag's changes in order, last writer wins per field (docs/order.md): the flag's
+   * positions are read and written in the handler's transaction, in a table beside the inbox's
+   * (`<table>_positions`, made by migrate()). `fn` sees only the fresh changes; an event all of
+   * whose changes are stale answers 204 `Webhook-Stale: true` without `fn`, unless `{ handleStale: true }`.
+   * Databases with interactive transactions only (not D1 or a Durable Object's storage).
+   */
+  order?: boolean | { handleStale?: boolean };
 }

@@ -1,0 +1,99 @@
+// Ordered delivery's part in the receiver (the `order` option): before the handler runs, the
+// delivery holds its flag's positions and the handler sees only what is newer; the new positions
+// are a unit of the settlement, written when the delivery is decided handled and dropped
+// otherwise, as an inbox's transaction is committed or rolled back.
+
+import { orderEvent, orderedView } from "../delivery/order/rule.js";
+import { checkRetention } from "../delivery/replay-window.js";
+import { WebhookError } from "../errors.js";
+import type { WebhookEvent } from "../events.js";
+import type { Enlisted } from "../store-contract/enlist.js";
+import type { OrderStore } from "../store-contract/order-store.js";
+import { parseDuration, TIMER_MAX } from "../util/duration.js";
+import { withTimeout } from "../util/timeout.js";
+import type { Answer } from "./protocol.js";
+
+/** Ordered delivery, last writer wins per field: see docs/order.md. */
+export interface OrderOptions {
+  /** Where the positions are kept: a {@link MemoryOrderStore} for one process, or a shared store. */
+  store: OrderStore;
+  /**
+   * Calls the handler for an event all of whose changes are stale, too (with `data.changes`
+   * empty); by default such an event is answered `204` with `Webhook-Stale: true` without it.
+   */
+  handleStale?: boolean;
+  /**
+   * How long a delivery holds its flag at most (default 60 s), so a process that dies
+   * mid-handler does not block the flag for ever. Longer than your slowest handler.
+   */
+  lease?: number | string;
+  /**
+   * How long a delivery waits for its flag (another delivery of it running) and for the store,
+   * before `503 store_unavailable` so the sender retries later (default 10 s).
+   */
+  timeout?: number | string;
+}
+
+/** The `order` option, checked and in milliseconds. */
+export interface OrderSettings {
+  store: OrderStore;
+  handleStale: boolean;
+  lease: number;
+  timeout: number;
+}
+
+/** The header that marks the answer to an event all of whose changes were stale. */
+export const STALE_HEADER = "webhook-stale";
+
+/** Checks the `order` option when the receiver is made. */
+export function orderSettings(order: OrderOptions, maxAge: number | undefined): OrderSettings {
+  const store = order?.store;
+  if (!store || typeof store.hold !== "function" || typeof store.retention !== "number") {
+    throw new TypeError('flag-webhooks: option "order.store" must be an OrderStore (hold, retention)');
+  }
+  checkRetention(store.retention, maxAge, "the order store's retention");
+  return {
+    store,
+    handleStale: order.handleStale === true,
+    lease: order.lease === undefined ? 60_000 : parseDuration(order.lease, "order.lease", TIMER_MAX),
+    timeout: order.timeout === undefined ? 10_000 : parseDuration(order.timeout, "order.timeout", TIMER_MAX),
+  };
+}
+
+/** A delivery once ordered: the event its handler sees, and the positions to write once it is handled. */
+export interface Ordered {
+  event: WebhookEvent;
+  /** Every change was stale (and `handleStale` is off): answer {@link staleAnswer} without the handler. */
+  stale: boolean;
+  /** The settlement's unit: writes the positions, or releases the flag. Absent for an unordered event. */
+  unit?: Enlisted;
+}
+
+/** Holds the event's flag and decides what is fresh; rejects with `503 store_unavailable` when the store fails. */
+export async function orderDelivery(event: WebhookEvent, settings: OrderSettings): Promise<Ordered> {
+  if (orderEvent(event, undefined) === undefined) return { event, stale: false };
+  const { flag } = event.data as { flag: string };
+  const unavailable = () => new WebhookError("store_unavailable", "the order store did not answer; retry later");
+  let hold: Awaited<ReturnType<OrderStore["hold"]>>;
+  try {
+    hold = await withTimeout(settings.store.hold(flag, settings.lease), settings.timeout, unavailable, (late) => {
+      void late.release();
+    });
+  } catch (cause) {
+    if (cause instanceof WebhookError) throw cause;
+    throw new WebhookError("store_unavailable", "the order store failed; retry later", { cause });
+  }
+  const decision = orderEvent(event, hold.positions);
+  if (!decision) throw new Error("flag-webhooks: an event's order changed while it was held");
+  const unit: Enlisted = {
+    commit: () => withTimeout(hold.commit(decision.next), settings.timeout, unavailable),
+    rollback: () => hold.release(),
+    retention: settings.store.retention,
+  };
+  return { event: orderedView(event, decision), stale: decision.stale && !settings.handleStale, unit };
+}
+
+/** The answer to an event all of whose changes were stale: handled, nothing to do. */
+export function staleAnswer(): Answer {
+  return { status: 204, headers: { [STALE_HEADER]: "true" }, body: null, close: false };
+}

@@ -1,0 +1,38 @@
+// The contract of a store that keeps the positions of ordered delivery (the `order` option):
+// beside the DedupeStore contract, for the stores that do not hold the handler's effects. The
+// inboxes keep positions in the handler's own transaction instead, and need none of this.
+import type { FlagPositions } from "../delivery/order/rule.js";
+
+/**
+ * Where a receiver with `order` keeps, per flag, the positions last applied
+ * ({@link FlagPositions}). One delivery at a time holds a flag: it reads the flag's positions
+ * when its handler is about to run and writes the new ones only once the delivery is handled, so
+ * two deliveries of one flag never apply their changes at the same time.
+ * {@link MemoryOrderStore} implements it.
+ */
+export interface OrderStore {
+  /**
+   * Holds `flag` for one delivery, waiting while another delivery holds it, and reads its
+   * positions. A hold lasts at most `lease` ms, so a process that dies mid-handler cannot keep
+   * the flag for ever.
+   */
+  hold(flag: string, lease: number): OrderHold | Promise<OrderHold>;
+  /**
+   * How long the store keeps a flag's positions after their last write, in ms: checked against
+   * `maxAge`, since an event older than the positions' retention could be applied over a newer one.
+   */
+  readonly retention: number;
+}
+
+/** One delivery's hold on a flag's positions. */
+export interface OrderHold {
+  /** The flag's positions when the hold began; undefined when none are kept. */
+  readonly positions: FlagPositions | undefined;
+  /**
+   * Writes `next` (nothing when undefined) and ends the hold. Rejects, writing nothing, when the
+   * hold's lease has run out and another delivery may hold the flag.
+   */
+  commit(next: FlagPositions | undefined): Promise<void>;
+  /** Ends the hold and writes nothing. Never rejects. */
+  release(): Promise<void>;
+}

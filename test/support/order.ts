@@ -1,0 +1,81 @@
+import fc from "fast-check";
+import type { KnownWebhookEvent, WebhookEvent } from "flag-webhooks";
+import { FlagMirror, inOrder, shuffledCopy } from "flag-webhooks/testing";
+import { expect } from "vitest";
+
+// The property every positions store must keep (docs/order.md): random histories of flag.updated,
+// flag.deleted and flag.created over a few flags, environments and paths, with equal createdAts;
+// delivered in a random order with random copies; the state built from what the handler saw
+// equals the state built by applying the whole history in order.
+
+const op = fc.record({
+  flag: fc.constantFrom("alpha", "beta"),
+  kind: fc.constantFrom("flag.updated", "flag.updated", "flag.updated", "flag.deleted", "flag.created"),
+  environment: fc.constantFrom("production", "staging"),
+  paths: fc.subarray(["on", "rollout.percent", "rules"], { minLength: 1 }),
+  to: fc.integer({ min: 0, max: 100 }),
+  // Seconds after the event before: 0 makes equal createdAts, which the ids then order.
+  gap: fc.constantFrom(0, 0, 1, 30),
+});
+
+/** A random history of at most `length` events, and a seed for the order and the copies it is delivered in. */
+export function histories(length: number) {
+  return fc.record({
+    ops: fc.array(op, { minLength: 1, maxLength: length }),
+    // Ids not in the order the events happened: equal createdAts are ordered by them.
+    ids: fc.uniqueArray(fc.integer({ min: 0, max: 99_999 }), { minLength: length, maxLength: length }),
+    seed: fc.integer(),
+  });
+}
+
+type Op = typeof op extends fc.Arbitrary<infer Value> ? Value : never;
+
+/** One generated history. */
+export type History = { ops: Op[]; ids: number[]; seed: number };
+
+/** The events of a generated history, in the order they were made. */
+export function eventsOf(history: History): KnownWebhookEvent[] {
+  let at = Date.parse("2026-11-21T09:00:00Z");
+  return history.ops.map((item, index) => {
+    at += item.gap * 1000;
+    const base = {
+      id: `evt_${String(history.ids[index]).padStart(5, "0")}`,
+      createdAt: new Date(at).toISOString(),
+      environment: item.environment,
+    };
+    if (item.kind !== "flag.updated") return { ...base, type: item.kind, data: { flag: item.flag } };
+    const changes = item.paths.map((path) => ({ path, from: null, to: item.to }));
+    return {
+      ...base,
+      type: item.kind,
+      data: { flag: item.flag, changes, actor: { type: "user", email: "a@example.com" } },
+    };
+  });
+}
+
+/**
+ * Delivers a generated history through `deliver` (each copy in the shuffled order; `deliver`
+ * may send them all at once) and checks that the mirror of what handlers saw equals the mirror of
+ * the history applied in order. `deliver` returns what each handler saw, in the order handlers ran.
+ */
+export async function checkHistory(
+  history: History,
+  deliver: (delivered: KnownWebhookEvent[]) => Promise<WebhookEvent[]>,
+): Promise<void> {
+  const events = eventsOf(history);
+  const expected = new FlagMirror();
+  for (const event of inOrder(events)) expected.apply(event);
+  const seen = await deliver(shuffledCopy(events, { seed: history.seed, duplicates: 0.4 }));
+  const actual = new FlagMirror();
+  for (const event of seen) actual.apply(event);
+  expect(actual.snapshot()).toEqual(expected.snapshot());
+}
+
+/**
+ * How many runs a property test makes: `ci` in `npm test`, or `ORDER_PROPERTY_RUNS` (the nightly
+ * script, scripts/order-nightly.sh, sets it higher).
+ */
+export function propertyRuns(ci: number): number {
+  const runs = Number(process.env.ORDER_PROPERTY_RUNS);
+  return Number.isSafeInteger(runs) && runs > 0 ? runs : ci;
+}
