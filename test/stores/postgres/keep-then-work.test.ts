@@ -3,7 +3,7 @@ import { PostgresInbox } from "flag-webhooks/postgres";
 import { createEvent } from "flag-webhooks/testing";
 import pg from "pg";
 import postgres from "postgres";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { adapterReceiver } from "../../support/adapter-receivers.js";
 import { eventJson } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
@@ -147,5 +147,47 @@ describe.skipIf(skip !== undefined)(
       expect(await database.openTransactions()).toBe(0);
       await worker.close();
     });
+  },
+);
+
+describe.skipIf(skip !== undefined)(
+  "keep then work, attacked: a handler stuck in a statement past its deadline",
+  () => {
+    // Broken: past the deadline the worker only drops its socket, but the backend keeps waiting in
+    // the handler's statement and keeps the row's lock, so recording the failed attempt waits on that
+    // lock as long as the statement waits (here until the test lets go): drain() and close() hang.
+    // A fix must end the backend's statement (pg_cancel_backend / pg_terminate_backend of its pid)
+    // or record the failure without waiting on the row (lock_timeout, skip locked) at the deadline.
+    it.fails("ends the attempt at its deadline while the handler's statement still waits on the server", async () => {
+      const holder = await database.admin.connect();
+      const key = Math.floor(Math.random() * 1e9);
+      await holder.query("select pg_advisory_lock($1)", [key]);
+      const inbox = new PostgresInbox(database.pool(3), { scope: `stuck-${Date.now()}` });
+      const id = `evt_stuck_${Date.now()}`;
+      await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
+      const worker = inbox.work(
+        async (event, tx) => {
+          await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+          // Ignores its signal: the statement waits on the server for a lock the test holds.
+          await tx.query("select pg_advisory_xact_lock($1)", [key]);
+        },
+        { interval: false, deadline: 150, lease: "1m", retries: ["1h"] },
+      );
+      let drained = false;
+      const draining = worker.drain().then(() => {
+        drained = true;
+      });
+      try {
+        // A liveness bound 60 times the deadline, not a speed claim.
+        await vi.waitFor(() => expect(drained).toBe(true), { timeout: 9_000, interval: 50 });
+      } finally {
+        await holder.query("select pg_advisory_unlock($1)", [key]);
+        holder.release();
+        await draining;
+        await worker.close();
+      }
+      expect((await inbox.kept(id))?.lastError).toMatch(/deadline of 150 ms/);
+      expect(await database.effects(id)).toBe(0);
+    }, 20_000);
   },
 );
