@@ -58,3 +58,51 @@ describe("keep then work: ids the store keeps hashed (over 1 KiB, with U+0000)",
     await worker.close();
   });
 });
+
+describe("keep then work: a handler that ignores its deadline, on SQLite's one connection", () => {
+  it("its late write through tx, made while the next attempt's transaction is open, is refused: the effect once", async () => {
+    const { db, inbox } = inboxOnFile("late");
+    db.exec("create table effects (event_id text not null, attempt integer not null)");
+    await inbox.enqueue()(createEvent("flag.updated", { id: "evt_late" }) as never);
+    const secondWrote = deferred();
+    const lateDone = deferred();
+    let late = "";
+    const write = (tx: unknown, id: string, attempt: number) =>
+      (tx as Database.Database).prepare("insert into effects values (?, ?)").run(id, attempt);
+    const worker = inbox.work(
+      async (event, tx, { attempt, signal }) => {
+        if (attempt === 1) {
+          await new Promise((resolve) => signal.addEventListener("abort", resolve));
+          // Past its deadline, and once the retry's transaction is open on the same connection.
+          await secondWrote.promise;
+          try {
+            write(tx, event.id, attempt);
+            late = "written";
+          } catch (error) {
+            late = (error as Error).message;
+          }
+          lateDone.resolve();
+          return;
+        }
+        write(tx, event.id, attempt);
+        secondWrote.resolve();
+        await lateDone.promise;
+      },
+      { interval: false, deadline: 100, lease: "1m", retries: ["1ms"], jitter: 0 },
+    );
+    // The retry is due 1 ms after the first attempt's failure: one drain runs both.
+    expect(await worker.drain()).toBe(2);
+    expect(late).toMatch(/transaction has ended/);
+    expect(db.prepare("select attempt from effects").all()).toEqual([{ attempt: 2 }]);
+    expect(await inbox.kept("evt_late")).toMatchObject({ state: "done", attempts: 2 });
+    await worker.close();
+  });
+});
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve = () => {};
+  const promise = new Promise<void>((done) => {
+    resolve = done;
+  });
+  return { promise, resolve };
+}
