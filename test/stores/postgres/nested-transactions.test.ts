@@ -101,7 +101,7 @@ describe.skipIf(!availability.available)("PostgresInbox: the handler's own trans
       runs.set(id, (runs.get(id) ?? 0) + 1);
       await insert(tx, id);
       await new Promise((resolve) => {
-        const query = tx.query(new Query("COMMIT")) as unknown as Query;
+        const query = tx.query(new Query("COMMIT")) as unknown as pg.Query;
         query.on("end", resolve);
         query.on("error", resolve);
       });
