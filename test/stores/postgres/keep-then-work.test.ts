@@ -257,3 +257,34 @@ describe.skipIf(skip !== undefined)(
     });
   },
 );
+
+describe.skipIf(skip !== undefined)(
+  "keep then work, attacked: more events taken at once than the pool has connections",
+  () => {
+    // Broken: a worker takes `concurrency` events at once and counts an attempt of each, but a pool
+    // of 2 lends the inbox one transaction at a time, so the attempts queue for it, and the deadline
+    // runs while they wait: an event whose handler always succeeds well within its deadline spends
+    // its attempts waiting, recorded as "ran past its deadline", and ends parked, some without their
+    // handler ever running. A fix must not count the wait for a connection against an attempt (the
+    // deadline from the transaction's BEGIN), or take no more events than it can begin at once.
+    it.fails("a handler that succeeds in 100 ms under a deadline of 500 ms parks no event", async () => {
+      const inbox = new PostgresInbox(database.pool(2), { scope: `crowd-${Date.now()}` });
+      const ids = Array.from({ length: 12 }, (_, i) => `evt_crowd_${Date.now()}_${i}`);
+      for (const id of ids) await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
+      const runs = new Map<string, number>();
+      const worker = inbox.work(
+        async (event, tx) => {
+          runs.set(event.id, (runs.get(event.id) ?? 0) + 1);
+          await sleep(100);
+          await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+        },
+        { interval: false, concurrency: 12, deadline: 500, retries: ["1ms"], jitter: 0 },
+      );
+      await worker.drain();
+      await worker.close();
+      const parked = await inbox.parked();
+      const neverRan = parked.filter((event) => !runs.has(event.id)).length;
+      expect({ parked: parked.length, neverRan }).toEqual({ parked: 0, neverRan: 0 });
+    }, 30_000);
+  },
+);
