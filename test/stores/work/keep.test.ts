@@ -99,6 +99,35 @@ describe("keep then work: a handler that ignores its deadline, on SQLite's one c
   });
 });
 
+describe("keep then work: more events taken at once than one connection runs at once", () => {
+  // Broken: a worker of concurrency 12 takes 12 events and counts an attempt of each, but SQLite's
+  // one connection runs one attempt's transaction at a time, so the others queue for its turn
+  // with their deadline running: events whose handler succeeds in 100 ms under a deadline of 500
+  // ms spend their attempts waiting, are cut past the deadline the wait used up, and end parked (4
+  // of 12). A fix must not count the wait for the turn against an attempt, or take no more than it
+  // can begin.
+  it.fails("a handler that succeeds in 100 ms under a deadline of 500 ms parks no event", async () => {
+    const { db, inbox } = inboxOnFile("crowd");
+    db.exec("create table effects (event_id text not null)");
+    const ids = Array.from({ length: 12 }, (_, i) => `evt_crowd_${i}`);
+    for (const id of ids) await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
+    const runs = new Map<string, number>();
+    const worker = inbox.work(
+      async (event, tx) => {
+        runs.set(event.id, (runs.get(event.id) ?? 0) + 1);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        (tx as Database.Database).prepare("insert into effects values (?)").run(event.id);
+      },
+      { interval: false, concurrency: 12, deadline: 500, retries: ["1ms"], jitter: 0 },
+    );
+    await worker.drain();
+    await worker.close();
+    const parked = await inbox.parked();
+    const neverRan = parked.filter((event) => !runs.has(event.id)).length;
+    expect({ parked: parked.length, neverRan }).toEqual({ parked: 0, neverRan: 0 });
+  }, 30_000);
+});
+
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve = () => {};
   const promise = new Promise<void>((done) => {
