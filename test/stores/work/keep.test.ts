@@ -128,6 +128,27 @@ describe("keep then work: more events taken at once than one connection runs at 
   }, 30_000);
 });
 
+describe("keep then work: close() while a handler hangs for ever, ignoring its signal", () => {
+  it("resolves once the attempt passed its deadline, and the event is pending for its retry", async () => {
+    const { inbox } = inboxOnFile("hang");
+    await inbox.enqueue()(createEvent("flag.updated", { id: "evt_hang" }) as never);
+    let started = () => {};
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const worker = inbox.work(
+      () => {
+        started();
+        return new Promise<void>(() => {});
+      },
+      { interval: 10, deadline: 150, lease: "1m", retries: ["1h"], jitter: 0 },
+    );
+    await running;
+    await worker.close();
+    expect(await inbox.kept("evt_hang")).toMatchObject({ state: "pending", attempts: 1 });
+  });
+});
+
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve = () => {};
   const promise = new Promise<void>((done) => {
