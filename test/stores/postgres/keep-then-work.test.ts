@@ -189,6 +189,38 @@ describe.skipIf(skip !== undefined)(
       expect((await inbox.kept(id))?.lastError).toMatch(/deadline of 150 ms/);
       expect(await database.effects(id)).toBe(0);
     }, 20_000);
+
+    // The same on postgres.js: the worker's ROLLBACK waits behind the handler's statement.
+    it.fails("postgres.js: ends the attempt at its deadline while the handler's statement still waits", async () => {
+      const holder = await database.admin.connect();
+      const key = Math.floor(Math.random() * 1e9);
+      await holder.query("select pg_advisory_lock($1)", [key]);
+      const sql = postgres(database.url, { max: 3, onnotice: () => {} });
+      ends.push(() => sql.end());
+      const inbox = new PostgresInbox(sql, { scope: `stuck-js-${Date.now()}` });
+      const id = `evt_stuck_js_${Date.now()}`;
+      await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
+      const worker = inbox.work(
+        async (_event, tx) => {
+          await (tx as postgres.Sql).unsafe("select pg_advisory_xact_lock($1)", [key]);
+        },
+        { interval: false, deadline: 150, lease: "1m", retries: ["1h"] },
+      );
+      let drained = false;
+      const draining = worker.drain().then(() => {
+        drained = true;
+      });
+      try {
+        // A liveness bound 60 times the deadline, not a speed claim.
+        await vi.waitFor(() => expect(drained).toBe(true), { timeout: 9_000, interval: 50 });
+      } finally {
+        await holder.query("select pg_advisory_unlock($1)", [key]);
+        holder.release();
+        await draining;
+        await worker.close();
+      }
+      expect((await inbox.kept(id))?.lastError).toMatch(/deadline of 150 ms/);
+    }, 20_000);
   },
 );
 
