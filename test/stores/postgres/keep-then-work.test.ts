@@ -202,7 +202,7 @@ describe.skipIf(skip !== undefined)(
       await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
       const worker = inbox.work(
         async (_event, tx) => {
-          await (tx as postgres.Sql).unsafe("select pg_advisory_xact_lock($1)", [key]);
+          await (tx as unknown as postgres.Sql).unsafe("select pg_advisory_xact_lock($1)", [key]);
         },
         { interval: false, deadline: 150, lease: "1m", retries: ["1h"] },
       );
