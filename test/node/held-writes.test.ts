@@ -131,3 +131,30 @@ describe.each(Object.entries(hosts))("on %s, a held 2xx streamed with pipeline()
     expect([retry.status, retry.text.length, runs]).toEqual([200, 2, 2]);
   });
 });
+
+describe.each(Object.entries(hosts))(
+  "on %s, a held 2xx whose writer waits for each write's callback",
+  (_host, host) => {
+    // Broken: a held write keeps its callback until the answer is released, and the release waits
+    // for end(), so a writer that awaits each write's callback before the next (promisified
+    // res.write, the callback form of a Writable) never reaches end(): the answer never leaves and
+    // the sender times out, every retry alike. A fix must call a held write's callback once the
+    // chunk is held (as Node calls it once the chunk is handed to the socket), keeping the bytes.
+    it.fails("answers 200 with the whole body", async () => {
+      const server = await serve(
+        host(async (res) => {
+          res.writeHead(200, { "content-type": "text/plain" });
+          for (const chunk of ["a", "b", "c"]) {
+            await new Promise<void>((resolve, reject) => {
+              res.write(chunk, (error) => (error ? reject(error) : resolve()));
+            });
+          }
+          res.end("d");
+        }),
+      );
+      // A liveness bound, not a speed claim: the route writes 4 bytes.
+      const reply = await post(server, await delivery(SECRET), { signal: AbortSignal.timeout(5_000) });
+      expect([reply.status, reply.text]).toEqual([200, "abcd"]);
+    });
+  },
+);

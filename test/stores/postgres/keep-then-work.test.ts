@@ -3,7 +3,7 @@ import { PostgresInbox } from "flag-webhooks/postgres";
 import { createEvent } from "flag-webhooks/testing";
 import pg from "pg";
 import postgres from "postgres";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { adapterReceiver } from "../../support/adapter-receivers.js";
 import { eventJson } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
@@ -147,5 +147,176 @@ describe.skipIf(skip !== undefined)(
       expect(await database.openTransactions()).toBe(0);
       await worker.close();
     });
+  },
+);
+
+describe.skipIf(skip !== undefined)(
+  "keep then work, attacked: a handler stuck in a statement past its deadline",
+  () => {
+    // Broken: past the deadline the worker only drops its socket, but the backend keeps waiting in
+    // the handler's statement and keeps the row's lock, so recording the failed attempt waits on that
+    // lock as long as the statement waits (here until the test lets go): drain() and close() hang.
+    // A fix must end the backend's statement (pg_cancel_backend / pg_terminate_backend of its pid)
+    // or record the failure without waiting on the row (lock_timeout, skip locked) at the deadline.
+    it.fails("ends the attempt at its deadline while the handler's statement still waits on the server", async () => {
+      const holder = await database.admin.connect();
+      const key = Math.floor(Math.random() * 1e9);
+      await holder.query("select pg_advisory_lock($1)", [key]);
+      const inbox = new PostgresInbox(database.pool(3), { scope: `stuck-${Date.now()}` });
+      const id = `evt_stuck_${Date.now()}`;
+      await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
+      const worker = inbox.work(
+        async (event, tx) => {
+          await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+          // Ignores its signal: the statement waits on the server for a lock the test holds.
+          await tx.query("select pg_advisory_xact_lock($1)", [key]);
+        },
+        { interval: false, deadline: 150, lease: "1m", retries: ["1h"] },
+      );
+      let drained = false;
+      const draining = worker.drain().then(() => {
+        drained = true;
+      });
+      try {
+        // A liveness bound 60 times the deadline, not a speed claim.
+        await vi.waitFor(() => expect(drained).toBe(true), { timeout: 9_000, interval: 50 });
+      } finally {
+        await holder.query("select pg_advisory_unlock($1)", [key]);
+        holder.release();
+        await draining;
+        await worker.close();
+      }
+      expect((await inbox.kept(id))?.lastError).toMatch(/deadline of 150 ms/);
+      expect(await database.effects(id)).toBe(0);
+    }, 20_000);
+
+    // The same on postgres.js: the worker's ROLLBACK waits behind the handler's statement.
+    it.fails("postgres.js: ends the attempt at its deadline while the handler's statement still waits", async () => {
+      const holder = await database.admin.connect();
+      const key = Math.floor(Math.random() * 1e9);
+      await holder.query("select pg_advisory_lock($1)", [key]);
+      const sql = postgres(database.url, { max: 3, onnotice: () => {} });
+      ends.push(() => sql.end());
+      const inbox = new PostgresInbox(sql, { scope: `stuck-js-${Date.now()}` });
+      const id = `evt_stuck_js_${Date.now()}`;
+      await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
+      const worker = inbox.work(
+        async (_event, tx) => {
+          await (tx as unknown as postgres.Sql).unsafe("select pg_advisory_xact_lock($1)", [key]);
+        },
+        { interval: false, deadline: 150, lease: "1m", retries: ["1h"] },
+      );
+      let drained = false;
+      const draining = worker.drain().then(() => {
+        drained = true;
+      });
+      try {
+        // A liveness bound 60 times the deadline, not a speed claim.
+        await vi.waitFor(() => expect(drained).toBe(true), { timeout: 9_000, interval: 50 });
+      } finally {
+        await holder.query("select pg_advisory_unlock($1)", [key]);
+        holder.release();
+        await draining;
+        await worker.close();
+      }
+      expect((await inbox.kept(id))?.lastError).toMatch(/deadline of 150 ms/);
+    }, 20_000);
+  },
+);
+
+/**
+ * A handler whose first attempt ignores its deadline and, once the retry wrote its effect, writes
+ * through its tx again; resolves with what that late write did and the effect rows of the event.
+ */
+async function lateWrite(sql: pg.Pool | postgres.Sql, write: (tx: unknown, id: string) => Promise<unknown>) {
+  const inbox = new PostgresInbox(sql, { scope: `late-${Date.now()}` });
+  const id = `evt_late_${Date.now()}`;
+  await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
+  let late = "";
+  let retried = () => {};
+  const retry = new Promise<void>((resolve) => {
+    retried = resolve;
+  });
+  const worker = inbox.work(
+    async (event, tx, { attempt, signal }) => {
+      if (attempt > 1) {
+        await write(tx, event.id);
+        retried();
+        return;
+      }
+      await new Promise((resolve) => signal.addEventListener("abort", resolve));
+      await retry;
+      try {
+        await write(tx, event.id);
+        late = "written";
+      } catch (error) {
+        late = (error as Error).message;
+      }
+    },
+    { interval: false, deadline: 150, lease: "1m", retries: ["1ms"], jitter: 0 },
+  );
+  // The retry is due 1 ms after the first attempt's failure: one drain runs both.
+  expect(await worker.drain()).toBe(2);
+  await worker.close();
+  await vi.waitFor(() => expect(late).not.toBe(""), { timeout: 5_000, interval: 20 });
+  expect(await inbox.kept(id)).toMatchObject({ state: "done", attempts: 2 });
+  return { late, effects: await database.effects(id) };
+}
+
+describe.skipIf(skip !== undefined)(
+  "keep then work, attacked: a handler that writes through tx past its deadline",
+  () => {
+    it("pg: the late write is refused (its client is closed) and the effect exists once", async () => {
+      const written = await lateWrite(database.pool(4), (tx, id) =>
+        (tx as pg.PoolClient).query("insert into effects (event_id) values ($1)", [id]),
+      );
+      expect(written).toEqual({ late: expect.stringMatching(/not queryable/), effects: 1 });
+    });
+
+    // Broken on postgres.js: past the deadline the worker gives up the attempt's transaction, but
+    // the tx the handler holds still runs statements, so a handler that ignores its signal writes
+    // its effect after the deadline, outside any attempt, and the retry's effect is doubled. A fix
+    // must make postgres.js's tx refuse every statement once the attempt's transaction is given up,
+    // as pg's and the SQLite drivers' do.
+    it.fails("postgres.js: the late write is refused and the effect exists once", async () => {
+      const sql = postgres(database.url, { max: 4, onnotice: () => {} });
+      ends.push(() => sql.end());
+      const written = await lateWrite(sql, (tx, id) =>
+        (tx as postgres.Sql).unsafe("insert into effects (event_id) values ($1)", [id]),
+      );
+      expect(written.effects).toBe(1);
+      expect(written.late).not.toBe("written");
+    });
+  },
+);
+
+describe.skipIf(skip !== undefined)(
+  "keep then work, attacked: more events taken at once than the pool has connections",
+  () => {
+    // Broken: a worker takes `concurrency` events at once and counts an attempt of each, but a pool
+    // of 2 lends the inbox one transaction at a time, so the attempts queue for it, and the deadline
+    // runs while they wait: an event whose handler always succeeds well within its deadline spends
+    // its attempts waiting, recorded as "ran past its deadline", and ends parked, some without their
+    // handler ever running. A fix must not count the wait for a connection against an attempt (the
+    // deadline from the transaction's BEGIN), or take no more events than it can begin at once.
+    it.fails("a handler that succeeds in 100 ms under a deadline of 500 ms parks no event", async () => {
+      const inbox = new PostgresInbox(database.pool(2), { scope: `crowd-${Date.now()}` });
+      const ids = Array.from({ length: 12 }, (_, i) => `evt_crowd_${Date.now()}_${i}`);
+      for (const id of ids) await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
+      const runs = new Map<string, number>();
+      const worker = inbox.work(
+        async (event, tx) => {
+          runs.set(event.id, (runs.get(event.id) ?? 0) + 1);
+          await sleep(100);
+          await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+        },
+        { interval: false, concurrency: 12, deadline: 500, retries: ["1ms"], jitter: 0 },
+      );
+      await worker.drain();
+      await worker.close();
+      const parked = await inbox.parked();
+      const neverRan = parked.filter((event) => !runs.has(event.id)).length;
+      expect({ parked: parked.length, neverRan }).toEqual({ parked: 0, neverRan: 0 });
+    }, 30_000);
   },
 );

@@ -74,3 +74,24 @@ describe("SqliteInbox on libSQL: the handler's own transactions through tx", () 
     }
   });
 });
+
+describe("SqliteInbox on libSQL, attacked: a savepoint name the handler shares with the inbox", () => {
+  // Broken: ROLLBACK TO the savepoint that marks the inbox's transaction, sent through tx, is
+  // neither refused nor mapped, and undoes the inbox's own claim of the id; the COMMIT still
+  // succeeds, so the handler's later writes commit, the delivery is answered as handled, and no
+  // record of the id is left: every copy runs the handler again. A fix must refuse a statement
+  // that names the inbox's own savepoint, or check at COMMIT that the id's record is still there.
+  it.fails("ROLLBACK TO flag_webhooks_inbox then a write: the id is recorded once and a copy is a duplicate", async () => {
+    const client = await database();
+    let runs = 0;
+    const onEvent = new SqliteInbox(client, { scope: "mark" }).handle(async (e, tx) => {
+      runs++;
+      await tx.execute("ROLLBACK TO flag_webhooks_inbox");
+      await insert(tx, e.id);
+    });
+    const id = `evt_${randomUUID()}`;
+    await onEvent(event(id)).catch(() => {});
+    await onEvent(event(id)).catch(() => {});
+    expect([runs, await effects(client, id)]).toEqual([1, 1]);
+  });
+});
