@@ -22,7 +22,7 @@ export interface Step {
 
 // Only a text holding one of these words can hold a transaction statement: the others are sent
 // as they are, unread.
-const CONTROL_WORD = /\b(?:begin|start|commit|end|rollback|abort|prepare)\b/i;
+const CONTROL_WORD = /\b(?:begin|start|commit|end|rollback|abort|prepare|release)\b/i;
 
 /**
  * The statements of `text` with what each does to the transaction; undefined when none begins,
@@ -139,6 +139,7 @@ function classify(words: string[], dialect: Dialect): Omit<Step, "sql"> {
   if (first === "ROLLBACK" || (first === "ABORT" && dialect === "postgres")) {
     return end(words.slice(1), dialect, "rollback");
   }
+  if (first === "RELEASE") return ownSavepoint(words);
   if (first === "PREPARE" && second === "TRANSACTION") {
     return { refused: "two-phase commit (PREPARE TRANSACTION) cannot run inside the inbox's transaction" };
   }
@@ -160,10 +161,21 @@ function isSqliteMode(word: string, dialect: Dialect): boolean {
   return dialect === "sqlite" && (word === "DEFERRED" || word === "IMMEDIATE");
 }
 
+/**
+ * RELEASE or ROLLBACK TO a savepoint: the handler's own pass; the inbox's (its mark, the savepoints
+ * that stand for the handler's transactions) are refused: rolling back to its mark would undo the
+ * event's record while the transaction still commits as handled.
+ */
+function ownSavepoint(words: string[]): Omit<Step, "sql"> {
+  const name = words[words.length - 1] as string;
+  if (!name.startsWith("FLAG_WEBHOOKS")) return {};
+  return { refused: `savepoint ${name.toLowerCase()} is the inbox's own: name your savepoints otherwise` };
+}
+
 /** COMMIT, END, ROLLBACK, ABORT: the savepoint released or rolled back to; a ROLLBACK TO passes. */
 function end(rest: string[], dialect: Dialect, how: "commit" | "rollback"): Omit<Step, "sql"> {
   const words = NOISE.has(rest[0] as string) ? rest.slice(1) : rest;
-  if (how === "rollback" && words[0] === "TO") return {};
+  if (how === "rollback" && words[0] === "TO") return ownSavepoint(words);
   const chain = words.join(" ");
   if (chain === "") return { control: how };
   if (dialect === "postgres" && chain === "AND NO CHAIN") return { control: how };

@@ -76,22 +76,22 @@ describe("SqliteInbox on libSQL: the handler's own transactions through tx", () 
 });
 
 describe("SqliteInbox on libSQL, attacked: a savepoint name the handler shares with the inbox", () => {
-  // Broken: ROLLBACK TO the savepoint that marks the inbox's transaction, sent through tx, is
-  // neither refused nor mapped, and undoes the inbox's own claim of the id; the COMMIT still
-  // succeeds, so the handler's later writes commit, the delivery is answered as handled, and no
-  // record of the id is left: every copy runs the handler again. A fix must refuse a statement
-  // that names the inbox's own savepoint, or check at COMMIT that the id's record is still there.
-  it.fails("ROLLBACK TO flag_webhooks_inbox then a write: the id is recorded once and a copy is a duplicate", async () => {
+  // ROLLBACK TO the savepoint that marks the inbox's transaction would undo the inbox's own claim
+  // of the id while the COMMIT still succeeds: every copy would run again. It is refused, as is a
+  // RELEASE of it, so the delivery fails and nothing commits.
+  it("ROLLBACK TO or RELEASE flag_webhooks_inbox is refused: nothing commits, and a retry runs the handler again", async () => {
     const client = await database();
-    let runs = 0;
-    const onEvent = new SqliteInbox(client, { scope: "mark" }).handle(async (e, tx) => {
-      runs++;
-      await tx.execute("ROLLBACK TO flag_webhooks_inbox");
-      await insert(tx, e.id);
-    });
-    const id = `evt_${randomUUID()}`;
-    await onEvent(event(id)).catch(() => {});
-    await onEvent(event(id)).catch(() => {});
-    expect([runs, await effects(client, id)]).toEqual([1, 1]);
+    for (const statement of ["ROLLBACK TO flag_webhooks_inbox", "release savepoint flag_webhooks_inbox"]) {
+      let runs = 0;
+      const onEvent = new SqliteInbox(client, { scope: "mark" }).handle(async (e, tx) => {
+        runs++;
+        await tx.execute(statement);
+        await insert(tx, e.id);
+      });
+      const id = `evt_${randomUUID()}`;
+      await expect(onEvent(event(id))).rejects.toThrow(/the inbox's own/);
+      await expect(onEvent(event(id))).rejects.toThrow(/the inbox's own/);
+      expect([runs, await effects(client, id)]).toEqual([2, 0]);
+    }
   });
 });
