@@ -210,10 +210,18 @@ function typeOf(event: WebhookEvent): string {
   return (event as { originalType?: string }).originalType ?? event.type;
 }
 
+/**
+ * The stored id of `eventId`: the event's own id by the stores' one rule, or, for an id as
+ * pending() and parked() list it, that id itself. A hashed stored id is `#` and 64 hex digits, and
+ * an event id that starts with `#` is always hashed, so the listed form never names another event.
+ */
 function idOf(eventId: unknown): string | Promise<string> {
   if (typeof eventId !== "string") throw new TypeError("flag-webhooks: an event id is a string");
-  return storedId(eventId);
+  return HASHED.test(eventId) ? eventId : storedId(eventId);
 }
+
+/** A hashed stored id (see storedId). */
+const HASHED = /^#[0-9a-f]{64}$/;
 
 function instant(value: unknown, option: string): number {
   const ms = value instanceof Date ? value.getTime() : value;
