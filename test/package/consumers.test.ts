@@ -24,11 +24,18 @@ const nodes = [
 const CORE_EXPORTS = [
   "DUPLICATE_HEADER",
   "MemoryDedupeStore",
+  "MemoryOrderStore",
   "RedisDedupeStore",
+  "RedisOrderStore",
   "SIGNATURE_HEADER",
+  "STALE_HEADER",
   "WebhookError",
+  "comparePositions",
   "createRouter",
+  "orderEvent",
+  "orderedView",
   "parseEvent",
+  "positionOf",
   "sign",
   "toErrorBody",
   "verifyEvent",
@@ -194,8 +201,8 @@ describe("the packed package", () => {
       symlinkSync(join(root, "node_modules/@opentelemetry/api"), linked, "dir");
     }
     expect(run(process.execPath, ["otel.mjs", args])).toEqual({
-      esm: ["openTelemetry"],
-      cjs: ["openTelemetry"],
+      esm: ["observeInbox", "openTelemetry"],
+      cjs: ["observeInbox", "openTelemetry"],
       statuses: [204, 401],
     });
   });

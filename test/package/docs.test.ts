@@ -13,8 +13,10 @@ import { type PackedProject, packedProject, root } from "../support/packed.js";
 // the emulator's screenshot (72 KB, WebP at half its 2x size), the benchmark's method and results,
 // the examples and the changelog (about 35 KB together). dist has its own budgets (entries.ts).
 // Measured 201,704 B (with package.json, README and LICENSE) with the pages on where to deploy,
-// SQLite and the architecture; the budget is that + 5%, rounded up to 64 B, the rule of entries.ts.
-const DOCUMENTATION_BUDGET = 211_776;
+// SQLite and the architecture; then 227,983 B with the pages on keeping events for a worker
+// (inbox-worker.md) and on ordered delivery (order.md), the command's inbox and schema sections,
+// and the benchmark results of both. The budget is that + 5%, rounded up to 64 B, the rule of entries.ts.
+const DOCUMENTATION_BUDGET = 239_424;
 
 let project: PackedProject;
 beforeAll(() => {

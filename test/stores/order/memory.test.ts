@@ -37,7 +37,7 @@ describe("MemoryOrderStore", () => {
       }),
       { numRuns: propertyRuns(1000) },
     );
-  });
+  }, 120_000);
 
   it("lets one delivery of a flag run at a time, and the next take the flag once it is decided", async () => {
     const store = new MemoryOrderStore();

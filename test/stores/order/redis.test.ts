@@ -47,7 +47,7 @@ describe.skipIf(!availability.available)("RedisOrderStore", () => {
       }),
       { numRuns: propertyRuns(1000) },
     );
-  });
+  }, 120_000);
 
   it("keeps a flag held until the delivery is decided, takes over a lease that ran out, and refuses its late commit", async () => {
     const store = new RedisOrderStore(client, { scope: "hold" });

@@ -56,7 +56,7 @@ describe.skipIf(!availability.available)("PostgresInbox with order", () => {
       }),
       { numRuns: propertyRuns(1000) },
     );
-  });
+  }, 120_000);
 
   it("commits positions with the handler's transaction: a failed newer event leaves an older one fresh", async () => {
     const { seen, send } = await receiver((event) => event.id === "evt_2");

@@ -49,7 +49,7 @@ describe("SqliteInbox with order", () => {
       }),
       { numRuns: propertyRuns(1000) },
     );
-  });
+  }, 120_000);
 
   it("commits positions with the handler's transaction: a failed newer event leaves an older one fresh", async () => {
     const { seen, send } = await receiver((event) => event.id === "evt_2");
