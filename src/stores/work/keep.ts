@@ -1,13 +1,13 @@
 // Keep-then-work for one inbox (a scope in a table): the receiving side (enqueue), the worker,
 // and looking and acting (pending, parked, kept, replay, purge). Driver-free: each inbox gives a
 // KeepDatabase and the statements of its dialect; this decides everything else, once.
-import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
 import { rawBodyOf, wantsRawBody } from "../../raw-body.js";
 import { duplicateReply, inboxHandler } from "../../store-contract/enlist.js";
 import { storedId } from "../../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
+import { inProgress, unavailable } from "../inbox-shell.js";
 import { attempt, type Ground, type Plan, take } from "./attempt.js";
 import { countsOf } from "./counts.js";
 import type { KeepDatabase, KeepRow } from "./database.js";
@@ -79,10 +79,7 @@ export class Keep {
         // DedupeStore claim holds right now is in progress, and the sender's retry will find it.
         const row = await this.#store(() => this.#ground.db.query(this.#ground.sql.one, [this.settings.scope, id]));
         if (row[0]?.state === "claimed") {
-          throw new WebhookError(
-            "delivery_in_progress",
-            `event ${event.id} is being handled by another delivery; retry later`,
-          );
+          throw inProgress(event.id);
         }
         return duplicateReply();
       }
@@ -175,10 +172,7 @@ export class Keep {
         () => new Error(`${this.settings.name} did not answer within ${this.settings.timeout} ms`),
       );
     } catch (error) {
-      if (error instanceof WebhookError) throw error;
-      throw new WebhookError("store_unavailable", `the ${this.settings.name} inbox is unavailable; retry later`, {
-        cause: error,
-      });
+      throw unavailable(error, this.settings.name);
     }
   }
 }
