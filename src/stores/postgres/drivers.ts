@@ -178,6 +178,17 @@ async function firstOf(
 }
 
 /**
+ * The statement a COMMIT runs first (see {@link OpenTransaction}'s commit): it raises unless this is
+ * still transaction `xid` (a handler that ended it through `tx`, COMMIT or ROLLBACK, leaves another
+ * or none), so a handler's writes are never taken for done outside the transaction that held the
+ * event. `whose` names it in the error ("inbox", "worker"). An `xid` that is no number never matches.
+ */
+export function sameTransaction(xid: unknown, whose: string): string {
+  const id = typeof xid === "string" && /^\d+$/.test(xid) ? xid : "null";
+  return `do $$ begin if txid_current_if_assigned() is distinct from ${id}::bigint then raise exception 'flag-webhooks: the ${whose}''s transaction was ended by the handler (a COMMIT or ROLLBACK through tx)'; end if; end $$`;
+}
+
+/**
  * A statement with its parameters as literals: a number as it is, and text as the hex of its
  * UTF-8, decoded by Postgres (`convert_from(decode('…', 'hex'), 'UTF8')`), so that no character of
  * an event id ever reaches the SQL parser, whatever the server's string settings.

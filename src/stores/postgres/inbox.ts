@@ -11,7 +11,7 @@ import { inboxBasics, inProgress, unavailable as unavailableOn } from "../inbox-
 import { Keep } from "../work/keep.js";
 import { KeepingInbox } from "../work/methods.js";
 import { keepStatements } from "../work/statements.js";
-import { type Begun, type Driver, driverFor, type OpenTransaction } from "./drivers.js";
+import { type Begun, type Driver, driverFor, type OpenTransaction, sameTransaction } from "./drivers.js";
 import { POSTGRES_DIALECT, postgresKeep } from "./keep.js";
 import { type Ordering, orderSchema, positionsIn, prunePositions, runOrdered } from "./order.js";
 import { DEFAULT_TABLE, inboxSchema } from "./schema.js";
@@ -320,7 +320,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
    * it rolls back and rejects, and the delivery is answered 503 instead of a 2xx.
    */
   async #commit(open: { transaction: OpenTransaction; xid: string }): Promise<void> {
-    const check = `do $$ begin if txid_current_if_assigned() is distinct from ${open.xid}::bigint then raise exception 'flag-webhooks: the inbox''s transaction was ended by the handler (a COMMIT or ROLLBACK through tx)'; end if; end $$`;
+    const check = sameTransaction(open.xid, "inbox");
     try {
       await this.#bounded(open.transaction.commit(check));
     } catch (error) {

@@ -6,7 +6,7 @@
 import type { HeldTransaction, KeepDatabase, KeepParam } from "../work/database.js";
 import { type Dialect, KEEP_COLUMNS } from "../work/statements.js";
 import { STATES, stateList } from "../work/states.js";
-import type { Driver } from "./drivers.js";
+import { type Driver, sameTransaction } from "./drivers.js";
 
 /** Postgres's dialect: typed parameters, timestamps from the clock's ms, the row lock. */
 export const POSTGRES_DIALECT: Dialect = {
@@ -56,10 +56,9 @@ export function postgresKeep(driver: Driver): KeepDatabase {
         { text: sql, params: params as readonly (string | number)[] },
         new AbortController().signal,
       );
-      const xid = rows[0]?.xid;
       // COMMIT only if this is still the transaction that locked the row and it is not aborted:
       // a handler that ended it through `tx` must not have its writes taken for done.
-      const check = `do $$ begin if txid_current_if_assigned() is distinct from ${Number(xid)}::bigint then raise exception 'flag-webhooks: the worker''s transaction was ended by the handler (a COMMIT or ROLLBACK through tx)'; end if; end $$`;
+      const check = sameTransaction(rows[0]?.xid, "worker");
       return {
         tx: transaction.tx,
         rows,
