@@ -46,3 +46,25 @@ export function unavailable(cause: unknown, database: string): WebhookError {
   if (cause instanceof WebhookError) return cause;
   return new WebhookError("store_unavailable", `the ${database} inbox is unavailable; retry later`, { cause });
 }
+
+/** The table an inbox uses when its options name none. */
+export const DEFAULT_TABLE = "flag_webhooks_inbox";
+
+/** A table name: an identifier, optionally in a schema or attached database (`schema.table`). */
+const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/** `table` as its parts, `[schema?, name]`; a TypeError when it is no table name (it is written into SQL). */
+export function tableNameParts(table: unknown): string[] {
+  if (typeof table !== "string" || !TABLE.test(table)) {
+    throw new TypeError('flag-webhooks: option "table" must be a table name, optionally "schema.table"');
+  }
+  return table.split(".");
+}
+
+/** An inbox's table, quoted for SQL, and the statements that create what it needs. */
+export interface InboxSchema {
+  /** The table, quoted: `"flag_webhooks_inbox"` or `"schema"."table"`. */
+  readonly table: string;
+  /** The statements that create what is missing, in order; each safe to run again. */
+  readonly statements: readonly string[];
+}

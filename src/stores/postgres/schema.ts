@@ -3,33 +3,19 @@
 // A change of schema is one more statement at the end of the list (`alter table … add column if
 // not exists …`), so that databases made by any earlier version are brought up to date too.
 
+import { DEFAULT_TABLE, type InboxSchema, tableNameParts } from "../inbox-shell.js";
 import { keepSchema } from "./keep.js";
 
-const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+export { DEFAULT_TABLE, type InboxSchema };
+
 /** Postgres cuts identifiers at 63 bytes (NAMEDATALEN − 1). */
 const IDENTIFIER_MAX = 63;
 
-/** The table the inbox uses when its options name none. */
-export const DEFAULT_TABLE = "flag_webhooks_inbox";
-
-/** The inbox's table and index, quoted for SQL, and the statements that create them. */
-export interface InboxSchema {
-  /** The table, quoted: `"flag_webhooks_inbox"` or `"schema"."table"`. */
-  readonly table: string;
-  /** The statements that create what is missing, in order; each safe to run again. */
-  readonly statements: readonly string[];
-}
-
 /** The schema of the inbox in `table`; a TypeError when it is no table name. */
 export function inboxSchema(table: string = DEFAULT_TABLE): InboxSchema {
-  if (typeof table !== "string" || !TABLE.test(table)) {
-    throw new TypeError('flag-webhooks: option "table" must be a table name, optionally "schema.table"');
-  }
-  const t = table
-    .split(".")
-    .map((part) => `"${part}"`)
-    .join(".");
-  const name = table.split(".").pop() as string;
+  const parts = tableNameParts(table);
+  const t = parts.map((part) => `"${part}"`).join(".");
+  const name = parts[parts.length - 1] as string;
   const index = `"${indexName(name)}"`;
   return {
     table: t,

@@ -3,29 +3,15 @@
 // the two cannot drift. A change of schema is one more statement at the end of the list, so that
 // databases made by any earlier version are brought up to date too (where SQLite cannot alter a
 // table in place, migrate() rebuilds it with tableDefinition, so old tables end in this shape).
+import { DEFAULT_TABLE, type InboxSchema, tableNameParts } from "../inbox-shell.js";
 import { KEEP_COLUMNS } from "../work/statements.js";
 import { STATES, stateList } from "../work/states.js";
 
-/** A table name: an identifier, optionally in an attached database (`schema.table`). */
-const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
-
-/** The table the inbox uses when its options name none. */
-export const DEFAULT_TABLE = "flag_webhooks_inbox";
-
-/** The inbox's table, quoted for SQL, and the statements that create it and its index. */
-export interface InboxSchema {
-  /** The table, quoted: `"flag_webhooks_inbox"` or `"schema"."table"`. */
-  readonly table: string;
-  /** The statements that create what is missing, in order; each safe to run again. */
-  readonly statements: readonly string[];
-}
+export { DEFAULT_TABLE, type InboxSchema };
 
 /** The schema of the inbox in `table`; a TypeError when it is no table name. */
 export function inboxSchema(table: string = DEFAULT_TABLE): InboxSchema {
-  if (typeof table !== "string" || !TABLE.test(table)) {
-    throw new TypeError('flag-webhooks: option "table" must be a table name, optionally "schema.table"');
-  }
-  const parts = table.split(".");
+  const parts = tableNameParts(table);
   const name = parts.pop() as string;
   const schema = parts.length ? `"${parts[0]}".` : "";
   const t = `${schema}"${name}"`;
