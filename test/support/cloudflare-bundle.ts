@@ -1,25 +1,13 @@
 import { resolve } from "node:path";
-import { type BuildOptions, build, type Plugin } from "esbuild";
+import { type BuildOptions, build } from "esbuild";
 import { Miniflare, type MiniflareOptions, type SharedOptions, type WorkerOptions } from "miniflare";
-import { entries, specifier } from "../../entries.js";
+import { fromSource } from "./node-bundle.js";
 
 // Bundles the Cloudflare test fixtures (test/fixtures/cloudflare/) from src/ as wrangler would,
 // and starts them in workerd through miniflare, with one compatibility date, for the tests that
 // run them.
 
 const root = resolve(import.meta.dirname, "../..");
-
-/** `flag-webhooks/*` resolved to its source (entries.ts), as vitest.config.ts maps it for the other examples. */
-const fromSource: Plugin = {
-  name: "flag-webhooks-from-source",
-  setup(b) {
-    const sources = new Map(entries.map((entry) => [specifier(entry), entry.source]));
-    b.onResolve({ filter: /^flag-webhooks(\/|$)/ }, (args) => {
-      const file = sources.get(args.path);
-      return file ? { path: resolve(root, file) } : { errors: [{ text: `${args.path} is no entry of entries.ts` }] };
-    });
-  },
-};
 
 /**
  * Bundles a Worker with esbuild as wrangler does (ESM, the workerd/worker/browser conditions),

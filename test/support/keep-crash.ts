@@ -1,11 +1,9 @@
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
-import { build } from "esbuild";
 import { PostgresInbox } from "flag-webhooks/postgres";
 import { SqliteInbox } from "flag-webhooks/sqlite";
 import pg from "pg";
-import { entries, specifier } from "../../entries.js";
 import {
   deliverUntilOk,
   killInsideHandlers,
@@ -16,6 +14,7 @@ import {
 } from "./crash.js";
 import { eventJson } from "./deliveries.js";
 import { freePort } from "./free-port.js";
+import { nodeFixture } from "./node-bundle.js";
 import { type PostgresServer, startPostgres, stopPostgres } from "./postgres-server.js";
 import type { Started } from "./processes.js";
 import { databaseFile } from "./sqlite.js";
@@ -74,28 +73,7 @@ type Member = Started & { name: string; role: Role; port: number };
 let bundled: Promise<string> | undefined;
 /** The fixture bundled once (flag-webhooks/* from src/, the drivers external), so that a killed process is back at once. */
 function bundle(): Promise<string> {
-  bundled ??= (async () => {
-    const outfile = join(root, ".test-results/keep-crash.mjs");
-    const sources = new Map(entries.map((entry) => [specifier(entry), resolve(root, entry.source)]));
-    await build({
-      entryPoints: [join(root, "test/fixtures/keep-crash.ts")],
-      bundle: true,
-      platform: "node",
-      format: "esm",
-      outfile,
-      external: ["better-sqlite3", "@libsql/client", "pg", "pg-native"],
-      plugins: [
-        {
-          name: "flag-webhooks-from-source",
-          setup(b) {
-            b.onResolve({ filter: /^flag-webhooks(\/|$)/ }, (args) => ({ path: sources.get(args.path) as string }));
-          },
-        },
-      ],
-      logLevel: "warning",
-    });
-    return outfile;
-  })();
+  bundled ??= nodeFixture("keep-crash", ["better-sqlite3", "@libsql/client", "pg", "pg-native"]);
   return bundled;
 }
 

@@ -1,13 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { build } from "esbuild";
 import type { DedupeStore } from "flag-webhooks";
-import { entries, specifier } from "../../entries.js";
 import { type AdapterName, adapterReceiver, type ReceiverOptions, type Send } from "./adapter-receivers.js";
 import { startReceiverProcess } from "./crash.js";
 import { signatureOf } from "./deliveries.js";
 import { freePort } from "./free-port.js";
+import { nodeFixture } from "./node-bundle.js";
 import type { Started } from "./processes.js";
 
 // Shared by the SQLite inbox's tests (test/stores/sqlite/): files in the clone, signed
@@ -50,28 +49,7 @@ let bundled: Promise<string> | undefined;
  * without a TypeScript loader.
  */
 export function receiverBundle(): Promise<string> {
-  bundled ??= (async () => {
-    const outfile = join(root, ".test-results/sqlite-receiver.mjs");
-    const sources = new Map(entries.map((entry) => [specifier(entry), resolve(root, entry.source)]));
-    await build({
-      entryPoints: [join(root, "test/fixtures/sqlite-receiver.ts")],
-      bundle: true,
-      platform: "node",
-      format: "esm",
-      outfile,
-      external: ["better-sqlite3", "@libsql/client", "bun:sqlite", "node:sqlite"],
-      plugins: [
-        {
-          name: "flag-webhooks-from-source",
-          setup(b) {
-            b.onResolve({ filter: /^flag-webhooks(\/|$)/ }, (args) => ({ path: sources.get(args.path) as string }));
-          },
-        },
-      ],
-      logLevel: "warning",
-    });
-    return outfile;
-  })();
+  bundled ??= nodeFixture("sqlite-receiver", ["better-sqlite3", "@libsql/client", "bun:sqlite", "node:sqlite"]);
   return bundled;
 }
 
