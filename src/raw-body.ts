@@ -3,6 +3,7 @@
 // bytes that were verified, and a replay re-parses them, never a re-serialised object. Only for
 // an `onEvent` marked as wanting it: every other receiver pays nothing for it.
 import type { WebhookEvent } from "./events.js";
+import { bytesOf, type Payload } from "./payload.js";
 
 // Shared by every copy of this module (the ES module and CommonJS builds), as symbol keys.
 const RAW = Symbol.for("flag-webhooks.raw-body");
@@ -15,12 +16,13 @@ export function wantsRawBody<Handler extends (...args: never[]) => unknown>(hand
 }
 
 /**
- * Keeps `bytes`, the verified body, with `event` when `onEvent` wants it. Not enumerable, so
- * JSON.stringify, Object.keys, a spread and a deep equality of the event never see it.
+ * Keeps `payload`, the verified body, with `event` when `onEvent` wants it; the byte view is made
+ * only then, so no other receiver pays for it. Not enumerable, so JSON.stringify, Object.keys, a
+ * spread and a deep equality of the event never see it.
  */
-export function attachRawBody(event: WebhookEvent, bytes: Uint8Array, onEvent: unknown): void {
+export function attachRawBody(event: WebhookEvent, payload: Exclude<Payload, string>, onEvent: unknown): void {
   if ((onEvent as { [WANTS]?: unknown } | undefined)?.[WANTS] !== true) return;
-  Object.defineProperty(event, RAW, { value: bytes, configurable: true });
+  Object.defineProperty(event, RAW, { value: bytesOf(payload), configurable: true });
 }
 
 /** The verified body `event` was parsed from, when a receiver kept it; else undefined. */

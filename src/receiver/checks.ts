@@ -3,7 +3,7 @@
 import { checkAge } from "../delivery/replay-window.js";
 import { payloadTooLarge, WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
-import { bytesOf, type Payload } from "../payload.js";
+import type { Payload } from "../payload.js";
 import { attachRawBody } from "../raw-body.js";
 import type { Secret } from "../signature.js";
 import { isThenable } from "../util/thenable.js";
@@ -61,7 +61,7 @@ function fresh(
   authentic: (verified: Verified) => void,
 ): WebhookEvent {
   // The exact bytes verified stay with the event for an inbox that keeps it (stores those, not a re-serialisation).
-  attachRawBody(verified.event, bytesOf(payload), checks.onEvent);
+  attachRawBody(verified.event, payload, checks.onEvent);
   authentic(verified);
   if (checks.maxAge !== undefined) checkAge(verified.event.createdAt, checks.maxAge, clock(checks.now));
   return verified.event;
