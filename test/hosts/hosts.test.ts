@@ -1,11 +1,12 @@
-import { execFile, execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFile } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEvent, signedDelivery } from "flag-webhooks/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hostsTable, readHosts, withHostsTable } from "../../scripts/hosts-table.js";
 import { freePort } from "../support/free-port.js";
+import { installPacked } from "../support/packed.js";
 import { apps, type Served } from "./apps.js";
 import { hosts, root, rootBin } from "./serve.js";
 
@@ -63,22 +64,8 @@ beforeAll(() => {
     throw new Error("test/hosts has no node_modules: run npm install --prefix test/hosts (npm test does)");
   }
   // The packed package, as npm publish ships it, unpacked where every app resolves it from.
-  // npm test builds dist first; --ignore-scripts keeps prepack from rebuilding it meanwhile.
-  const scratch = mkdtempSync(join(tmpdir(), "flag-webhooks-hosts-"));
-  try {
-    execFileSync("npm", ["pack", "--silent", "--ignore-scripts", "--pack-destination", scratch], {
-      cwd: root,
-      stdio: "pipe",
-    });
-    const tarball = readdirSync(scratch).find((file) => file.endsWith(".tgz"));
-    if (!tarball) throw new Error("npm pack made no tarball");
-    const installed = join(hosts, "node_modules/flag-webhooks");
-    rmSync(installed, { recursive: true, force: true });
-    mkdirSync(installed, { recursive: true });
-    execFileSync("tar", ["-xzf", join(scratch, tarball), "-C", installed, "--strip-components=1"]);
-  } finally {
-    rmSync(scratch, { recursive: true, force: true });
-  }
+  rmSync(join(hosts, "node_modules/flag-webhooks"), { recursive: true, force: true });
+  installPacked(hosts);
   // The slowest first.
   for (const name of [
     "next",
