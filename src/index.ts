@@ -42,5 +42,12 @@ export { MemoryDedupeStore, type MemoryDedupeStoreOptions } from "./stores/memor
 export { MemoryOrderStore, type MemoryOrderStoreOptions } from "./stores/order/memory.js";
 export { RedisOrderStore, type RedisOrderStoreOptions } from "./stores/order/redis.js";
 export { type RedisClientLike, RedisDedupeStore, type RedisDedupeStoreOptions } from "./stores/redis.js";
-export type { DeliveryTelemetry, QueueTelemetry, StoreOperation, Telemetry } from "./telemetry.js";
+export type {
+  DeliveryTelemetry,
+  InboxTelemetry,
+  KeptAttemptResult,
+  QueueTelemetry,
+  StoreOperation,
+  Telemetry,
+} from "./telemetry.js";
 export { type VerifyEventOptions, verifyEvent } from "./verify-event.js";

@@ -83,3 +83,51 @@ export interface QueueTelemetry {
     handler: () => Promise<T>,
   ): Promise<T>;
 }
+
+/** How one attempt of a kept event ended, as {@link InboxTelemetry.attempt} is told. */
+export interface KeptAttemptResult {
+  /**
+   * `done` (its writes committed with the done mark), `failed` (to be tried again on the
+   * schedule), `parked` (no attempt left, or its body no longer parses), or `lost` (another worker
+   * took it after this one's lease lapsed, or it was purged: nothing ran).
+   */
+  outcome: "done" | "failed" | "parked" | "lost";
+  /** What made it fail, when known: the handler's exception, the deadline passed, the body refused. */
+  error?: unknown;
+}
+
+/**
+ * What carries a trace into a keep-then-work inbox and reports its worker's attempts: the
+ * `telemetry` option of `inbox.enqueue()` and `inbox.work()` (`flag-webhooks/postgres`,
+ * `/sqlite`). `openTelemetry()` from `flag-webhooks/otel` is one.
+ *
+ * @example
+ * ```ts
+ * import type { InboxTelemetry } from "flag-webhooks";
+ *
+ * const outcomes = new Map<string, number>();
+ * const telemetry: InboxTelemetry = {
+ *   inject: () => ({}),
+ *   async attempt(_carrier, _kept, run) {
+ *     const result = await run();
+ *     outcomes.set(result.outcome, (outcomes.get(result.outcome) ?? 0) + 1);
+ *     return result;
+ *   },
+ * };
+ * ```
+ */
+export interface InboxTelemetry {
+  /** The active trace context as text fields to keep with the event (W3C `traceparent`, `tracestate`). */
+  inject(): Record<string, string>;
+  /**
+   * Runs one attempt of a kept event, inside a span that continues the trace `carrier` came from
+   * (the delivery that brought the event; none: a new trace), told the event (undefined when its
+   * body no longer parses), its stored id and the attempt (1 for the first); resolves with what
+   * `run` resolves with, and reports its outcome.
+   */
+  attempt(
+    carrier: Record<string, string> | undefined,
+    kept: { event: WebhookEvent | undefined; id: string; attempt: number },
+    run: () => Promise<KeptAttemptResult>,
+  ): Promise<KeptAttemptResult>;
+}

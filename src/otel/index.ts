@@ -18,7 +18,14 @@ import {
   trace,
 } from "@opentelemetry/api";
 import type { WebhookEvent } from "../events.js";
-import type { DeliveryTelemetry, QueueTelemetry, StoreOperation, Telemetry } from "../telemetry.js";
+import type {
+  DeliveryTelemetry,
+  InboxTelemetry,
+  KeptAttemptResult,
+  QueueTelemetry,
+  StoreOperation,
+  Telemetry,
+} from "../telemetry.js";
 import { extractContext, injectContext } from "./trace-context.js";
 
 /** Options of {@link openTelemetry}. */
@@ -32,8 +39,11 @@ export interface OpenTelemetryOptions {
   meterProvider?: MeterProvider;
 }
 
-/** What {@link openTelemetry} returns: the `telemetry` option of every adapter, `enqueueTo` and `processEvents`. */
-export interface OpenTelemetry extends Telemetry, QueueTelemetry {}
+/**
+ * What {@link openTelemetry} returns: the `telemetry` option of every adapter, of `enqueueTo` and
+ * `processEvents`, and of a keep-then-work inbox's `enqueue()` and `work()`.
+ */
+export interface OpenTelemetry extends Telemetry, QueueTelemetry, InboxTelemetry {}
 
 /** The names of what is emitted, as docs/observability.md lists them. */
 const NAME = "flag-webhooks";
@@ -60,17 +70,21 @@ interface Instruments {
   verified: Counter;
   handler: Histogram;
   store: Histogram;
+  attempts: Counter;
 }
 
 /**
- * OpenTelemetry for a receiver, and for the BullMQ hand-off: pass it as `telemetry`. Each
+ * OpenTelemetry for a receiver, the BullMQ hand-off and a keep-then-work inbox's `enqueue()` and
+ * `work()`: pass it as `telemetry`. Each
  * delivery is one span, `flag-webhooks.receive`, a child of the active span (the HTTP server
  * span of `@opentelemetry/instrumentation-http`, say), with the event's id, type and environment,
  * the secret index that verified it, the outcome and the status answered; status ERROR for a
  * refusal (a duplicate is not one) and for a handler that failed, whose exception is recorded.
  * The handler runs inside that span, so its own spans nest. Metrics: `flag_webhooks.deliveries`,
  * `flag_webhooks.verifications`, `flag_webhooks.handler.duration` and
- * `flag_webhooks.store.duration` (seconds). Never a secret, a signature or a body. With
+ * `flag_webhooks.store.duration` (seconds), and `flag_webhooks.inbox.attempts` (a kept event's
+ * attempts, by outcome: each one a `flag-webhooks.process` span of its delivery's trace). Never a
+ * secret, a signature or a body. With
  * `@opentelemetry/api` installed but no SDK registered, it does next to nothing.
  *
  * @example
@@ -98,7 +112,18 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetry
       return recordDelivery(tracer, instruments);
     },
     inject: () => injectContext(context.active()),
-    process: (carrier, job, handler) => processJob(tracer, carrier, job, handler),
+    process: (carrier, { event, id, attempt }, handler) =>
+      processJob(
+        tracer,
+        carrier,
+        { ...eventAttributes(event), [ATTR.attempt]: attempt, ...(id === undefined ? {} : { [ATTR.jobId]: id }) },
+        handler,
+      ),
+    attempt(carrier, { event, id, attempt }, run) {
+      instruments ??= createInstruments(options.meterProvider ?? metrics.getMeterProvider());
+      const attributes = { ...(event ? eventAttributes(event) : { [ATTR.id]: id }), [ATTR.attempt]: attempt };
+      return processJob(tracer, carrier, attributes, run, keptOutcome(instruments.attempts, event));
+    },
   };
 }
 
@@ -124,6 +149,10 @@ function createInstruments(provider: MeterProvider): Instruments {
       description: "How long the dedupe store took, by operation (claim, complete, release)",
       unit: "s",
       advice,
+    }),
+    attempts: m.createCounter("flag_webhooks.inbox.attempts", {
+      description: "Attempts of kept events by the inbox's workers, by outcome (done, failed, parked) and event type",
+      unit: "{attempt}",
     }),
   };
 }
@@ -164,29 +193,24 @@ function recordDelivery(tracer: Tracer, recorded: Instruments): DeliveryTelemetr
   };
 }
 
-/** A queued job's run, in a span of the trace its delivery began (`carrier`, when it has one). */
+/**
+ * A queued job's run, or a kept event's attempt, in a span of the trace its delivery began
+ * (`carrier`, when it has one); `ended` tells the span what the run resolved with.
+ */
 function processJob<T>(
   tracer: Tracer,
   carrier: Record<string, string> | undefined,
-  job: { event: WebhookEvent; id: string | undefined; attempt: number },
+  attributes: Attributes,
   handler: () => Promise<T>,
+  ended?: (span: Span, value: T) => void,
 ): Promise<T> {
   const parent: Context = carrier ? extractContext(context.active(), carrier) : context.active();
-  const span = tracer.startSpan(
-    PROCESS,
-    {
-      kind: SpanKind.CONSUMER,
-      attributes: {
-        ...eventAttributes(job.event),
-        [ATTR.attempt]: job.attempt,
-        ...(job.id === undefined ? {} : { [ATTR.jobId]: job.id }),
-      },
-    },
-    parent,
-  );
+  const span = tracer.startSpan(PROCESS, { kind: SpanKind.CONSUMER, attributes }, parent);
   return context.with(trace.setSpan(parent, span), async () => {
     try {
-      return await handler();
+      const value = await handler();
+      ended?.(span, value);
+      return value;
     } catch (error) {
       recordError(span, error);
       span.setStatus({ code: SpanStatusCode.ERROR, message: "handler_error" });
@@ -195,6 +219,21 @@ function processJob<T>(
       span.end();
     }
   });
+}
+
+/**
+ * The end of a kept event's attempt: its outcome on the span and counted (a lost one, which ran
+ * nothing, is not); a failed or parked one is an error of the span, with its cause when known.
+ */
+function keptOutcome(counter: Counter, event: WebhookEvent | undefined) {
+  return (span: Span, { outcome, error }: KeptAttemptResult) => {
+    span.setAttribute(ATTR.outcome, outcome);
+    if (outcome === "failed" || outcome === "parked") {
+      if (error !== undefined) recordError(span, error);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
+    }
+    if (outcome !== "lost") counter.add(1, { [ATTR.outcome]: outcome, ...(event && { [ATTR.type]: event.type }) });
+  };
 }
 
 /** The API's own no-op tracer provider: what the global one delegates to until an SDK registers. */

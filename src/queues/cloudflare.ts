@@ -52,6 +52,14 @@ export interface EnqueueOptions {
 const ACCEPTED: WebhookReply = { status: 202 };
 
 /**
+ * The most bytes an event's message may hold: Cloudflare Queues takes messages of at most 128 KB
+ * (128,000 bytes), of which up to ~100 bytes are the queue's own metadata. A bigger one is refused
+ * by `send` every time, so the sender's retries could never get it through.
+ */
+const MESSAGE_LIMIT = 128_000 - 100;
+const utf8 = new TextEncoder();
+
+/**
  * An `onEvent` for the fetch `webhookHandler` that sends each verified event to a Cloudflare
  * Queue (as JSON) and answers `202` once `queue.send` resolved, that is once the queue has
  * durably stored it. When the send fails or does not resolve within `timeout`, it throws
@@ -82,6 +90,14 @@ export function enqueueTo(
 
   return async function enqueueEvent(event) {
     const body = await writeMessage(event, key);
+    const size = utf8.encode(JSON.stringify(body)).length;
+    if (size > MESSAGE_LIMIT) {
+      // Not a 503: a retry would be refused alike, for ever. The way out: docs/queues.md.
+      throw new WebhookError(
+        "payload_too_large",
+        `the event is ${size} bytes as a queue message, over the ${MESSAGE_LIMIT} bytes a Cloudflare Queues message holds`,
+      );
+    }
     try {
       // JSON, which the dashboard can preview; the runtime's default (v8) would carry this data alike.
       // Stryker disable next-line ObjectLiteral: the default content type carries JSON data alike

@@ -4,6 +4,7 @@
 import type { Job, JobsOptions } from "bullmq";
 import type { WebhookEvent } from "../events.js";
 import type { QueueTelemetry } from "../telemetry.js";
+import { readCarrier, storedCarrier } from "../util/trace-carrier.js";
 
 /**
  * Job options that carry the active trace context: as JSON text fields (W3C `traceparent`,
@@ -11,9 +12,9 @@ import type { QueueTelemetry } from "../telemetry.js";
  * (where its own telemetry, `bullmq-otel`, puts the same JSON), so `job.data` is the event alone.
  */
 export function withTraceContext(telemetry: QueueTelemetry, options: JobsOptions): JobsOptions {
-  const carrier = telemetry.inject();
-  if (Object.keys(carrier).length === 0) return options;
-  return { ...options, telemetry: { ...options.telemetry, metadata: JSON.stringify(carrier) } };
+  const metadata = storedCarrier(telemetry.inject());
+  if (metadata === undefined) return options;
+  return { ...options, telemetry: { ...options.telemetry, metadata } };
 }
 
 /**
@@ -27,20 +28,10 @@ export function processTraced<T>(
   handler: () => Promise<T>,
 ): Promise<T> {
   return telemetry.process(
-    carrierOf(job.opts?.telemetry?.metadata),
+    readCarrier(job.opts?.telemetry?.metadata),
     { event, id: job.id, attempt: job.attemptsMade + 1 },
     handler,
   );
-}
-
-/** The text fields a job carries, read without trusting them: anything else is no context. */
-function carrierOf(metadata: unknown): Record<string, string> | undefined {
-  try {
-    const fields = Object.entries(JSON.parse(metadata as string) as object);
-    return Object.fromEntries(fields.filter(([, value]) => typeof value === "string"));
-  } catch {
-    return undefined;
-  }
 }
 
 /** Whether a `telemetry` option is ours (a {@link QueueTelemetry}) rather than BullMQ's own. */

@@ -60,6 +60,8 @@ describe("schema sqlite", () => {
         await new SqliteInbox(db, { scope: "schema", ...(table ? { table } : {}) }).migrate();
         const catalog = await sqliteCatalog(async (sql) => db.prepare(sql).all() as Rows);
         expect((catalog as { objects: Rows }).objects).toHaveLength(3);
+        // The column of the delivery's trace context, for each attempt's span.
+        expect(JSON.stringify(catalog)).toContain('"name":"trace_context"');
         expect(await printedCatalog(args)).toEqual(catalog);
       } finally {
         db.close();
@@ -186,7 +188,9 @@ describe.skipIf(!availability.available)("schema postgres (a real PostgreSQL)", 
       await pool.end();
     }
     const migrated = (await catalog(url)) as { columns: Rows; indexes: Rows };
-    expect(migrated.columns).toHaveLength(28);
+    // Two tables of 15 columns: handle()'s 6 and keep-then-work's 9 (the trace context among them).
+    expect(migrated.columns).toHaveLength(30);
+    expect(migrated.columns.filter((column) => column.column_name === "trace_context")).toHaveLength(2);
     expect(migrated.indexes).toHaveLength(6);
     // The schema "app" is the user's to make before its table, as the test made it for migrate().
     const app = await printed(["postgres", "--table", "app.webhook_inbox"]);

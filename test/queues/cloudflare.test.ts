@@ -156,16 +156,20 @@ describe("a Worker receiving into a Queue, deduped by Durable Objects", () => {
     expect(invalid.map((r) => r.attempts)).toEqual([1, 1]);
   });
 
-  it("answers 503 store_unavailable when the queue refuses the event, and releases the claim for the retry", async () => {
+  it("answers 413 payload_too_large at once to an event past a queue message's 128 KB, on every retry, and releases the claim", async () => {
     const id = `evt_${randomUUID()}`;
-    // Queues take messages of at most 128 KB: this one is refused by the real binding.
-    const refused = await deliver(eventBody(id, "new-checkout", 200_000));
-    const json = (await refused.json()) as { error: { code: string } };
-    expect([refused.status, json.error.code, refused.headers.get("retry-after")]).toEqual([
-      503,
-      "store_unavailable",
-      "10",
-    ]);
+    // Queues take messages of at most 128 KB: sending this one would fail on every retry.
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const refused = await deliver(eventBody(id, "new-checkout", 200_000));
+      const json = (await refused.json()) as { error: { code: string; message: string } };
+      expect([refused.status, json.error.code, refused.headers.get("retry-after")]).toEqual([
+        413,
+        "payload_too_large",
+        null,
+      ]);
+      expect(json.error.message).toMatch(/^the event is \d+ bytes as a queue message, over the 127900 bytes/);
+    }
+    // Nothing was enqueued, and the claim is released: a copy that fits is taken.
     const retry = await deliver(eventBody(id));
     expect(retry.status).toBe(202);
     await expect.poll(() => seen(id), { timeout: 10_000 }).toHaveLength(1);
@@ -311,6 +315,34 @@ describe("the Queues hand-off, edge by edge", () => {
       clearTimer.mockRestore();
     }
     await expect.poll(() => seen(id), { timeout: 10_000 }).toHaveLength(1);
+  });
+
+  it("enqueueTo sends a message of 127,900 bytes through the real binding, and refuses one byte more without sending it", async () => {
+    const producer = await mf.getQueueProducer("FLAG_EVENTS");
+    let sends = 0;
+    const queue = {
+      send(...args: Parameters<typeof producer.send>) {
+        sends++;
+        return producer.send(...args);
+      },
+    };
+    const sized = (id: string, bytes: number) => {
+      const base = new TextEncoder().encode(JSON.stringify(parseEvent(eventBody(id, "sized", 1)))).length;
+      return parseEvent(eventBody(id, "sized", 1 + bytes - base));
+    };
+    const fits = `evt_fits_${randomUUID()}`;
+    expect(await enqueueTo(queue)(sized(fits, 127_900))).toEqual({ status: 202 });
+    await expect.poll(() => seen(fits), { timeout: 10_000 }).toHaveLength(1);
+    const over = await enqueueTo(queue)(sized(`evt_over_${randomUUID()}`, 127_901)).catch((e: unknown) => e);
+    expect(over).toBeInstanceOf(WebhookError);
+    expect(over).toMatchObject({ code: "payload_too_large", status: 413 });
+    expect(sends).toBe(1);
+    // A signed message counts its signature too.
+    const signed = await enqueueTo(queue, { signWith: "a-key-of-the-app-32-bytes-long!!" })(
+      sized(`evt_signed_${randomUUID()}`, 127_850),
+    ).catch((e: unknown) => e);
+    expect(signed).toMatchObject({ code: "payload_too_large" });
+    expect(sends).toBe(1);
   });
 
   // Stand-ins for a binding that fails in a way miniflare's real one cannot be made to: one that

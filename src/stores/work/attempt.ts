@@ -3,6 +3,7 @@
 // transaction that locks the row and commits the "done" mark with the handler's writes. A failure
 // is recorded in a transaction of its own, with the next attempt's time from the schedule.
 import { parseEvent } from "../../events.js";
+import type { InboxTelemetry } from "../../telemetry.js";
 import type { KeepDatabase, KeepRow } from "./database.js";
 import { attemptsOf, nextAttemptAt, type Schedule } from "./schedule.js";
 import type { KeepStatements } from "./statements.js";
@@ -14,6 +15,8 @@ export interface Taken {
   state: string;
   attempt: number;
   body: string;
+  /** The trace context kept with the event (JSON text fields), or null. */
+  trace: string | null;
 }
 
 /** The bounds of each attempt, checked once. */
@@ -21,6 +24,8 @@ export interface Plan {
   schedule: Schedule;
   deadline: number;
   lease: number;
+  /** Where each attempt's span and outcome are reported, when given. */
+  telemetry?: InboxTelemetry | undefined;
 }
 
 /** Where the attempts run: the database, its statements, the scope, the clock. */
@@ -32,8 +37,8 @@ export interface Ground {
   now: () => number;
 }
 
-/** How an attempt ended: done, failed (retried or parked), or not this worker's any more. */
-export type Outcome = "done" | "failed" | "lost";
+/** How an attempt ended: done, failed (to be retried), parked, or not this worker's any more. */
+export type Outcome = "done" | "failed" | "parked" | "lost";
 
 /** Takes up to `limit` due events (only `id`, when given). */
 export async function take(ground: Ground, plan: Plan, limit: number, id: string | null = null): Promise<Taken[]> {
@@ -44,6 +49,7 @@ export async function take(ground: Ground, plan: Plan, limit: number, id: string
     state: String(row.state),
     attempt: Number(row.attempts),
     body: String(row.body ?? ""),
+    trace: row.trace_context === null || row.trace_context === undefined ? null : String(row.trace_context),
   }));
 }
 
@@ -110,7 +116,7 @@ export async function attempt<Tx>(ground: Ground, plan: Plan, taken: Taken, fn: 
 async function fail(ground: Ground, plan: Plan, taken: Taken, reason: string, park: boolean): Promise<Outcome> {
   const next = park ? undefined : nextAttemptAt(plan.schedule, taken.attempt, ground.now());
   await ground.db.query(ground.sql.fail, [ground.scope, taken.id, taken.attempt, reason, next ?? null]);
-  return "failed";
+  return next === undefined ? "parked" : "failed";
 }
 
 /** What is recorded of a failure: its message, cut to 1,000 characters. */

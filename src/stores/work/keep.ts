@@ -5,15 +5,17 @@ import type { WebhookEvent } from "../../events.js";
 import { rawBodyOf, wantsRawBody } from "../../raw-body.js";
 import { duplicateReply, inboxHandler } from "../../store-contract/enlist.js";
 import { storedId } from "../../store-contract/keys.js";
+import type { InboxTelemetry } from "../../telemetry.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import { inProgress, unavailable } from "../inbox-shell.js";
-import { attempt, type Ground, type Plan, take } from "./attempt.js";
+import { type Ground, type Plan, take } from "./attempt.js";
 import { countsOf } from "./counts.js";
 import type { KeepDatabase, KeepRow } from "./database.js";
 import { scheduleOf } from "./schedule.js";
 import type { KeepStatements } from "./statements.js";
 import type { InboxState } from "./states.js";
+import { tracedAttempt, traceToKeep } from "./traced.js";
 import type {
   EnqueueOptions,
   InboxCounts,
@@ -62,7 +64,10 @@ export class Keep {
       throw new TypeError('flag-webhooks: option "run" of enqueue() must be a handler function');
     }
     const plan = run ? planOf(options) : undefined;
+    const telemetry = telemetryOf(options);
     const handler = async (event: WebhookEvent): Promise<unknown> => {
+      // Read in the delivery's context, where the receiver runs onEvent: its span is the parent.
+      const trace = traceToKeep(telemetry);
       const id = await storedId(event.id);
       const kept = await this.#store(() =>
         this.#ground.db.query(this.#ground.sql.insert, [
@@ -72,6 +77,7 @@ export class Keep {
           typeOf(event),
           event.createdAt,
           this.settings.now(),
+          trace,
         ]),
       );
       if (kept.length === 0) {
@@ -88,7 +94,9 @@ export class Keep {
       // 2xx and a failure is the worker's to retry.
       try {
         const [taken] = await take(this.#ground, plan, 1, id);
-        if (taken?.state === "running" && (await attempt(this.#ground, plan, taken, run)) === "done") return undefined;
+        if (taken?.state === "running" && (await tracedAttempt(this.#ground, plan, taken, run)) === "done") {
+          return undefined;
+        }
       } catch {
         // The failure mark did not land: the lease runs out and a worker takes the event again.
       }
@@ -185,7 +193,17 @@ function planOf(options: KeepOptions): Plan {
   const deadline = parseDuration(options.deadline ?? "1m", "deadline", TIMER_MAX);
   const lease = parseDuration(options.lease ?? "5m", "lease");
   if (lease <= deadline) throw new TypeError('flag-webhooks: option "lease" must be longer than "deadline"');
-  return { schedule: scheduleOf(options), deadline, lease };
+  return { schedule: scheduleOf(options), deadline, lease, telemetry: telemetryOf(options) };
+}
+
+/** The `telemetry` option, checked. */
+function telemetryOf(options: KeepOptions): InboxTelemetry | undefined {
+  const { telemetry } = options;
+  if (telemetry === undefined) return undefined;
+  if (typeof telemetry?.inject !== "function" || typeof telemetry.attempt !== "function") {
+    throw new TypeError('flag-webhooks: option "telemetry" must be an InboxTelemetry, such as openTelemetry()');
+  }
+  return telemetry;
 }
 
 /**

@@ -24,7 +24,11 @@ export abstract class KeepingInbox<Tx> {
   }
 
   get #kept(): Keep {
-    if (!this.#keep) throw new TypeError("flag-webhooks: this inbox does not keep events (D1 and Durable Objects)");
+    if (!this.#keep) {
+      throw new TypeError(
+        "flag-webhooks: keep-then-work needs a transaction held open while the handler runs, which D1 and a Durable Object's storage do not have: hand events to Cloudflare Queues instead (enqueueTo from flag-webhooks/cloudflare)",
+      );
+    }
     return this.#keep;
   }
 

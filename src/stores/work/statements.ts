@@ -29,11 +29,14 @@ export const KEEP_COLUMNS: readonly (readonly [name: string, postgres: string, s
   ["next_at", "bigint", "integer"],
   ["last_error", "text", "text"],
   ["lease_until", "bigint", "integer"],
+  // The trace context of the delivery that brought the event (W3C fields as JSON), so that each
+  // attempt's span joins that delivery's trace; null without telemetry.
+  ["trace_context", "text", "text"],
 ];
 
 /** The statements of keep-then-work on one table; their parameters are listed in order. */
 export interface KeepStatements {
-  /** Keeps a new event as pending, due now; a row only when it did. (scope, id, body, type, createdAt, now) */
+  /** Keeps a new event as pending, due now; a row only when it did. (scope, id, body, type, createdAt, now, trace) */
   readonly insert: string;
   /** Takes up to `limit` due events (one, with `id`), counting the attempt; parks those with none left. (scope, now, lease, attempts, limit, id) */
   readonly take: string;
@@ -64,13 +67,13 @@ export function keepStatements(t: string, d: Dialect): KeepStatements {
   const spent = `attempts >= ${int(4)}`;
   return {
     insert: `insert into ${t} (scope, id, state, token, expires_at, handled_at, body, type, created_at, received_at,
-        attempts, next_at, last_error, lease_until)
+        attempts, next_at, last_error, lease_until, trace_context)
       values (${text(1)}, ${text(2)}, 'pending', null, ${d.never}, ${d.at(int(6))}, ${text(3)}, ${text(4)}, ${text(5)},
-        ${int(6)}, 0, ${int(6)}, null, null)
+        ${int(6)}, 0, ${int(6)}, null, null, ${text(7)})
       on conflict (scope, id) do update set state = 'pending', token = null, expires_at = excluded.expires_at,
         handled_at = excluded.handled_at, body = excluded.body, type = excluded.type, created_at = excluded.created_at,
         received_at = excluded.received_at, attempts = 0, next_at = excluded.next_at, last_error = null,
-        lease_until = null
+        lease_until = null, trace_context = excluded.trace_context
       where ${t}.expires_at <= ${d.at(int(6))}
       returning 1 as kept`,
     // A running row whose lease lapsed with no attempt left is parked: its last attempt was counted
@@ -88,7 +91,7 @@ export function keepStatements(t: string, d: Dialect): KeepStatements {
         where scope = ${text(1)} and ${dueCondition(int(2))} and (${text(6)} is null or id = ${text(6)})
         order by next_at limit ${int(5)}${d.lock}
       )
-      returning id, state, attempts, body`,
+      returning id, state, attempts, body, trace_context`,
     lock: `select 1 as ours${d.xid} from ${t}
       where scope = ${text(1)} and id = ${text(2)} and state = 'running' and attempts = ${int(3)}${d.lock}`,
     done: `update ${t} set state = 'done', token = null, lease_until = null, next_at = null,

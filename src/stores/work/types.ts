@@ -1,6 +1,7 @@
 // The types users meet in keep-then-work, shared by PostgresInbox and SqliteInbox: what the
 // worker runs, its options, what the inbox shows of a kept event, and what replay and purge take.
 import type { WebhookEvent } from "../../events.js";
+import type { InboxTelemetry } from "../../telemetry.js";
 import type { InboxState } from "./states.js";
 
 export type { InboxState } from "./states.js";
@@ -38,6 +39,12 @@ export interface KeepOptions {
    * it stopped). Longer than `deadline`. Default `"5m"`.
    */
   lease?: number | string;
+  /**
+   * Traces and metrics (`openTelemetry()` from `flag-webhooks/otel`): `enqueue()` keeps the
+   * delivery's trace context with each event, and each attempt is a span in that trace, its
+   * outcome counted (done, failed, parked).
+   */
+  telemetry?: InboxTelemetry;
 }
 
 /** Options of `work()`. */

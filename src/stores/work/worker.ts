@@ -1,6 +1,7 @@
 // The worker loop: take due events, run their attempts, look again after `interval` when none is
 // due; close() stops taking and waits for the attempts that run.
-import { attempt, type Ground, type Plan, take } from "./attempt.js";
+import { type Ground, type Plan, take } from "./attempt.js";
+import { tracedAttempt } from "./traced.js";
 import type { InboxWorker, KeptHandler } from "./types.js";
 
 /** The loop's settings, checked by the inbox. */
@@ -31,11 +32,10 @@ export class Worker<Tx> implements InboxWorker {
     while (!this.#closed) {
       const taken = await take(this.ground, this.plan, this.loop.concurrency);
       if (taken.length === 0) return count;
-      const running = taken
-        .filter((event) => event.state === "running")
-        .map((event) => this.#track(attempt(this.ground, this.plan, event, this.fn)));
-      count += running.length;
-      await Promise.all(running);
+      // Each runs, or, parked by the take (its last attempt never ended), is told to telemetry.
+      const attempts = taken.map((event) => this.#track(tracedAttempt(this.ground, this.plan, event, this.fn)));
+      count += taken.filter((event) => event.state === "running").length;
+      await Promise.all(attempts);
     }
     return count;
   }

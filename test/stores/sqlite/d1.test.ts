@@ -157,3 +157,35 @@ it("the delivery case table through the Worker on D1: refusals never reach the i
   const accepted = cases.filter((c) => !c.code).map((c) => (JSON.parse(c.body.toString()) as { id: string }).id);
   for (const id of new Set(accepted)) expect(await effects("", id)).toBe(1);
 });
+
+// Keep-then-work runs each attempt in a transaction held open while the handler runs, so its
+// writes through `tx` commit with the done mark and nothing else takes the event meanwhile. D1
+// has no such transaction: the limit that keeps the worker off it (docs/inbox-worker.md).
+describe("keep-then-work on D1: not offered, and why", () => {
+  it("D1 refuses to begin a transaction that would stay open across an await; only a batch is atomic", async () => {
+    const refused = await d1
+      .prepare("begin immediate")
+      .run()
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(Error);
+    // A batch is one transaction: a failing statement takes the others with it.
+    await d1.prepare("create table if not exists keep_limit (id text primary key)").run();
+    const batch = await d1
+      .batch([
+        d1.prepare("insert into keep_limit (id) values ('a')"),
+        d1.prepare("insert into keep_limit (id) values ('a')"),
+      ])
+      .catch((error: unknown) => error);
+    expect(batch).toBeInstanceOf(Error);
+    expect((await d1.prepare("select count(*) as n from keep_limit").first())?.n).toBe(0);
+  });
+
+  it("an inbox on D1 refuses enqueue(), work() and pending() when they are called, pointing to the Queues hand-off", () => {
+    const inbox = new SqliteInbox(d1, { scope: "keep" });
+    const why =
+      "flag-webhooks: keep-then-work needs a transaction held open while the handler runs, which D1 and a Durable Object's storage do not have: hand events to Cloudflare Queues instead (enqueueTo from flag-webhooks/cloudflare)";
+    expect(() => inbox.enqueue()).toThrow(new TypeError(why));
+    expect(() => inbox.work(() => undefined)).toThrow(new TypeError(why));
+    expect(() => inbox.pending()).toThrow(new TypeError(why));
+  });
+});
