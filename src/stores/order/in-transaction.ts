@@ -5,6 +5,12 @@
 import { type FlagPositions, orderEvent, orderedView } from "../../delivery/order/rule.js";
 import type { WebhookEvent } from "../../events.js";
 
+/** One statement in the transaction the handler writes in, as an inbox (or its worker) runs it. */
+export type QueryInTransaction = (
+  sql: string,
+  params: readonly (string | number | null)[],
+) => Promise<readonly Record<string, unknown>[]>;
+
 /** Reading and writing a flag's positions (their JSON) in the transaction the handler writes in. */
 export interface PositionsInTransaction {
   read(flag: string): Promise<string | undefined>;
@@ -36,4 +42,38 @@ export async function orderInTransaction(
   if (!decision) return { event, stale: false };
   if (decision.next) await store.write(flag, JSON.stringify(decision.next));
   return { event: orderedView(event, decision), stale: decision.stale };
+}
+
+/** An inbox's `order` option, as its handle() and its worker apply it in their transactions. */
+export interface TransactionOrder {
+  /** The positions, read and written by `query` in the transaction the handler writes in. */
+  positions(query: QueryInTransaction): PositionsInTransaction;
+  /** Whether an event all of whose changes are stale still runs the handler. */
+  handleStale: boolean;
+}
+
+/**
+ * Runs `run` with what is fresh of `event`, its flag's positions read and written by `query` in
+ * the transaction `run` writes in; an event all of whose changes are stale is answered
+ * {@link staleReply} without `run`, unless `handleStale`. Without `order`, `run(event)`. The
+ * inboxes' `handle()` and the keep-then-work worker both order through this, so a retried old
+ * event is judged as a delivered one is. `storeFailed` says what a failure to read or write the
+ * positions becomes.
+ */
+export async function runInOrder(
+  order: TransactionOrder | undefined,
+  query: QueryInTransaction,
+  event: WebhookEvent,
+  run: (event: WebhookEvent) => unknown,
+  storeFailed: (error: unknown) => unknown = (error) => error,
+): Promise<unknown> {
+  if (!order) return run(event);
+  let ordered: OrderedInTransaction;
+  try {
+    ordered = await orderInTransaction(event, order.positions(query));
+  } catch (error) {
+    throw storeFailed(error);
+  }
+  if (ordered.stale && !order.handleStale) return staleReply();
+  return run(ordered.event);
 }
