@@ -4,6 +4,7 @@
 // uses (src/delivery/order/rule.ts); only where the positions live differs.
 import { type FlagPositions, orderEvent, orderedView } from "../../delivery/order/rule.js";
 import type { WebhookEvent } from "../../events.js";
+import { staleReply } from "../../store-contract/enlist.js";
 
 /** One statement in the transaction the handler writes in, as an inbox (or its worker) runs it. */
 export type QueryInTransaction = (
@@ -19,11 +20,6 @@ export interface PositionsInTransaction {
 
 /** What the handler is to see of an event, once its positions are written in the transaction. */
 export type OrderedInTransaction = { event: WebhookEvent; stale: boolean };
-
-/** The answer an inbox gives, without running the handler, to an event all of whose changes were stale. */
-export function staleReply(): { status: number; headers: Record<string, string> } {
-  return { status: 204, headers: { "webhook-stale": "true" } };
-}
 
 /**
  * Reads the event's flag positions, decides with the rule, and writes the new positions in the
