@@ -1,5 +1,5 @@
-export { comparePositions, type Position, positionOf } from "./delivery/order/position.js";
-export { type FlagPositions, type OrderDecision, orderEvent, orderedView } from "./delivery/order/rule.js";
+export type { Position } from "./delivery/order/position.js";
+export type { FlagPositions } from "./delivery/order/rule.js";
 export { createRouter, type EventHandler, type EventOf, type RoutableType, type Router } from "./delivery/router.js";
 export { type ErrorBody, toErrorBody, WebhookError, type WebhookErrorCode, type WebhookErrorStatus } from "./errors.js";
 export {

@@ -7,7 +7,7 @@ import { orderEvent, orderedView } from "../delivery/order/rule.js";
 import { checkRetention } from "../delivery/replay-window.js";
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
-import type { Enlisted } from "../store-contract/enlist.js";
+import { type Enlisted, STALE_HEADER } from "../store-contract/enlist.js";
 import type { OrderStore } from "../store-contract/order-store.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
 import { withTimeout } from "../util/timeout.js";
@@ -42,8 +42,7 @@ export interface OrderSettings {
   timeout: number;
 }
 
-/** The header that marks the answer to an event all of whose changes were stale. */
-export const STALE_HEADER = "webhook-stale";
+export { STALE_HEADER } from "../store-contract/enlist.js";
 
 /** Checks the `order` option when the receiver is made. */
 export function orderSettings(order: OrderOptions, maxAge: number | undefined): OrderSettings {

@@ -1,7 +1,7 @@
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import type { Payload } from "../payload.js";
-import { delivering, type Enlisted, isDuplicateReply } from "../store-contract/enlist.js";
+import { delivering, type Enlisted, replyOutcome } from "../store-contract/enlist.js";
 import { andThen } from "../util/thenable.js";
 import { duplicateAnswer, errorResponse, isStatus, replyAnswer } from "./answers.js";
 import { checkBody, checkRequest } from "./checks.js";
@@ -185,7 +185,8 @@ class Pipeline<Context extends unknown[]> {
       return this.settled(accepted, answer.status, answer);
     }
     accepted.finished();
-    if (isDuplicateReply(value)) accepted.duplicate();
+    const outcome = replyOutcome(value);
+    if (outcome) accepted.recordAs(outcome);
     // The final answer: one the handler gave through the framework stands; else a native result
     // or a reply it returned; else 204. A result that cannot be answered as it is, is a handler
     // failure (500), decided before any store records the event.

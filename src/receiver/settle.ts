@@ -15,8 +15,8 @@ import type { Reporter } from "./report.js";
 
 /** An accepted delivery as the receiver settles it: the adapter's view, and the receiver's own. */
 export interface Settlement extends Accepted, Participation {
-  /** The handler's result was a store's duplicate answer: recorded as such, not as handled. */
-  duplicate(): void;
+  /** The handler's result was a store's duplicate or stale answer: recorded as such, not as handled. */
+  recordAs(outcome: "duplicate" | "stale"): void;
 }
 
 /** An adapter's hook that watches its answer on the wire (`AdapterHooks.watch`), for any context. */
@@ -83,8 +83,8 @@ class DeliverySettlement implements Settlement {
   /** What the handler threw, once it finished: `undefined` when it did not throw. */
   #thrown: unknown;
   #status: number | undefined;
-  /** What a 2xx is recorded as: a store's duplicate answer is not a handled delivery. */
-  #outcome: "handled" | "duplicate" = "handled";
+  /** What a 2xx is recorded as: a store's duplicate or stale answer is not a handled delivery. */
+  #outcome: "handled" | "duplicate" | "stale" = "handled";
   /** The decision's answer to write instead, once asked for: a promise while it waits. */
   #verdict: Answer | undefined | Promise<Answer | undefined>;
   #resolve: (instead: Answer | undefined | Promise<Answer | undefined>) => void = noop;
@@ -139,8 +139,8 @@ class DeliverySettlement implements Settlement {
     return this.#verdict;
   }
 
-  duplicate(): void {
-    this.#outcome = "duplicate";
+  recordAs(outcome: "duplicate" | "stale"): void {
+    this.#outcome = outcome;
   }
 
   clientClosed(): void {

@@ -149,7 +149,26 @@ export function duplicateReply(): { status: number; headers: Record<string, stri
   return Object.defineProperty({ status: 204, headers: { [DUPLICATE_HEADER]: "true" } }, DUPLICATE, { value: true });
 }
 
-/** Whether `onEvent` returned {@link duplicateReply}'s answer. */
-export function isDuplicateReply(value: unknown): boolean {
-  return typeof value === "object" && value !== null && (value as { [DUPLICATE]?: unknown })[DUPLICATE] === true;
+/** The header that marks the answer to an event all of whose changes were stale (the `order` option). */
+export const STALE_HEADER = "webhook-stale";
+
+/** Marks the reply a store gives for an event all of whose changes were stale (see {@link staleReply}). */
+const STALE = Symbol.for("flag-webhooks.stale");
+
+/**
+ * What a store that orders inside its own transaction (an inbox's `handle()` with `order`)
+ * returns, without running the handler, for an event all of whose changes were stale: `{ status:
+ * 204, headers: { "webhook-stale": "true" } }`, recorded as stale rather than handled, as the
+ * receiver records a stale event its order store judged.
+ */
+export function staleReply(): { status: number; headers: Record<string, string> } {
+  return Object.defineProperty({ status: 204, headers: { [STALE_HEADER]: "true" } }, STALE, { value: true });
+}
+
+/** What `onEvent` returning `value` is recorded as when it is a store's marked reply: a duplicate, or stale. */
+export function replyOutcome(value: unknown): "duplicate" | "stale" | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const marks = value as { [DUPLICATE]?: unknown; [STALE]?: unknown };
+  if (marks[DUPLICATE] === true) return "duplicate";
+  return marks[STALE] === true ? "stale" : undefined;
 }

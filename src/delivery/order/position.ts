@@ -4,8 +4,8 @@ import { WebhookError } from "../../errors.js";
 
 /**
  * An event's place in the order of last-writer-wins: its `createdAt` as an instant, ties broken
- * by its `id`. Compare two with {@link comparePositions}; the text is the canonical instant
- * (`2026-11-21T09:30:00.5`, the fraction without trailing zeros), a space, then the id.
+ * by its `id`. The text is the canonical instant (`2026-11-21T09:30:00.5`, the fraction without
+ * trailing zeros), a space, then the id; the receiver compares two by Unicode code point.
  */
 export type Position = string;
 

@@ -4,6 +4,13 @@
 // uses (src/delivery/order/rule.ts); only where the positions live differs.
 import { type FlagPositions, orderEvent, orderedView } from "../../delivery/order/rule.js";
 import type { WebhookEvent } from "../../events.js";
+import { staleReply } from "../../store-contract/enlist.js";
+
+/** One statement in the transaction the handler writes in, as an inbox (or its worker) runs it. */
+export type QueryInTransaction = (
+  sql: string,
+  params: readonly (string | number | null)[],
+) => Promise<readonly Record<string, unknown>[]>;
 
 /** Reading and writing a flag's positions (their JSON) in the transaction the handler writes in. */
 export interface PositionsInTransaction {
@@ -13,11 +20,6 @@ export interface PositionsInTransaction {
 
 /** What the handler is to see of an event, once its positions are written in the transaction. */
 export type OrderedInTransaction = { event: WebhookEvent; stale: boolean };
-
-/** The answer an inbox gives, without running the handler, to an event all of whose changes were stale. */
-export function staleReply(): { status: number; headers: Record<string, string> } {
-  return { status: 204, headers: { "webhook-stale": "true" } };
-}
 
 /**
  * Reads the event's flag positions, decides with the rule, and writes the new positions in the
@@ -36,4 +38,38 @@ export async function orderInTransaction(
   if (!decision) return { event, stale: false };
   if (decision.next) await store.write(flag, JSON.stringify(decision.next));
   return { event: orderedView(event, decision), stale: decision.stale };
+}
+
+/** An inbox's `order` option, as its handle() and its worker apply it in their transactions. */
+export interface TransactionOrder {
+  /** The positions, read and written by `query` in the transaction the handler writes in. */
+  positions(query: QueryInTransaction): PositionsInTransaction;
+  /** Whether an event all of whose changes are stale still runs the handler. */
+  handleStale: boolean;
+}
+
+/**
+ * Runs `run` with what is fresh of `event`, its flag's positions read and written by `query` in
+ * the transaction `run` writes in; an event all of whose changes are stale is answered
+ * {@link staleReply} without `run`, unless `handleStale`. Without `order`, `run(event)`. The
+ * inboxes' `handle()` and the keep-then-work worker both order through this, so a retried old
+ * event is judged as a delivered one is. `storeFailed` says what a failure to read or write the
+ * positions becomes.
+ */
+export async function runInOrder(
+  order: TransactionOrder | undefined,
+  query: QueryInTransaction,
+  event: WebhookEvent,
+  run: (event: WebhookEvent) => unknown,
+  storeFailed: (error: unknown) => unknown = (error) => error,
+): Promise<unknown> {
+  if (!order) return run(event);
+  let ordered: OrderedInTransaction;
+  try {
+    ordered = await orderInTransaction(event, order.positions(query));
+  } catch (error) {
+    throw storeFailed(error);
+  }
+  if (ordered.stale && !order.handleStale) return staleReply();
+  return run(ordered.event);
 }

@@ -8,12 +8,13 @@ import { claimToken, storedId } from "../../store-contract/keys.js";
 import { parseDuration } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import { inboxBasics, inProgress, unavailable as unavailableOn } from "../inbox-shell.js";
+import { type QueryInTransaction, runInOrder, type TransactionOrder } from "../order/in-transaction.js";
 import { Keep } from "../work/keep.js";
 import { KeepingInbox } from "../work/methods.js";
 import { keepStatements } from "../work/statements.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction, sameTransaction } from "./drivers.js";
 import { POSTGRES_DIALECT, postgresKeep } from "./keep.js";
-import { type Ordering, orderSchema, positionsIn, prunePositions, runOrdered } from "./order.js";
+import { orderSchema, positionsIn, prunePositions } from "./order.js";
 import { DEFAULT_TABLE, inboxSchema } from "./schema.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
 
@@ -59,7 +60,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
   // Each claim adds a token of its own (`<instance token>/<claim token>/`), so that a claim whose
   // answer was lost can free itself and no other.
   readonly #token = `${claimToken()}/`;
-  readonly #order: { handleStale: boolean } | undefined; // With `order`: does a wholly stale event run fn?
+  readonly #order: TransactionOrder | undefined; // With `order`: its positions table, and whether a wholly stale event runs fn
 
   constructor(client: Client, options: PostgresInboxOptions) {
     super();
@@ -72,13 +73,25 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
     this.#retention = basics.retention;
     this.#lockTimeout = parseDuration(options.lockTimeout ?? "2s", "lockTimeout");
     this.#timeout = basics.timeout;
-    if (options.order) this.#order = { handleStale: (options.order as { handleStale?: unknown }).handleStale === true };
+    if (options.order) {
+      const handleStale = (options.order as { handleStale?: unknown }).handleStale === true;
+      const positions = (query: QueryInTransaction) => positionsIn(query, this.#table, this.#scope, this.#retention);
+      this.#order = { positions, handleStale };
+    }
     if (this.#lockTimeout >= this.#timeout) {
       throw new TypeError('flag-webhooks: option "lockTimeout" must be shorter than "timeout"');
     }
     const { now = Date.now } = options;
     if (typeof now !== "function") throw new TypeError('flag-webhooks: option "now" must be a function');
-    const settings = { name: "Postgres", scope: this.#scope, retention: this.#retention, timeout: this.#timeout, now };
+    const settings = {
+      name: "Postgres",
+      scope: this.#scope,
+      retention: this.#retention,
+      timeout: this.#timeout,
+      now,
+      // With `order`, the worker orders each attempt in its transaction, as handle() does.
+      order: this.#order,
+    };
     this.keepWith(new Keep(postgresKeep(this.#driver), keepStatements(this.#table, POSTGRES_DIALECT), settings));
   }
 
@@ -149,9 +162,9 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
         delivery,
         unit,
         async () => {
-          const value = await (this.#order
-            ? runOrdered(this.#ordering(open.transaction), event, (seen) => fn(seen, tx, ...context))
-            : fn(event, tx, ...context));
+          const run = (seen: WebhookEvent) => fn(seen, tx, ...context);
+          const query: QueryInTransaction = (text, params) => open.transaction.query(text, params);
+          const value = await runInOrder(this.#order, query, event, run, unavailable);
           open.transaction.finished();
           return value;
         },
@@ -342,17 +355,6 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
     } catch (error) {
       throw unavailable(error);
     }
-  }
-
-  /** The positions of ordered flags in `open`, the handler's transaction. */
-  #ordering(open: OpenTransaction): Ordering {
-    const positions = positionsIn(
-      (text, params) => open.query(text, params),
-      this.#table,
-      this.#scope,
-      this.#retention,
-    );
-    return { positions, handleStale: this.#order?.handleStale === true, unavailable };
   }
 
   /** A step bounded by `timeout`; past it, `gaveUp` (if any) is aborted and `late` gets what still came. */

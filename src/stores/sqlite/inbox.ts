@@ -16,7 +16,7 @@ import { claimToken, storedId } from "../../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import { inboxBasics, inProgress, unavailable as unavailableOn } from "../inbox-shell.js";
-import { staleReply } from "../order/in-transaction.js";
+import { runInOrder } from "../order/in-transaction.js";
 import { Keep } from "../work/keep.js";
 import { KeepingInbox } from "../work/methods.js";
 import { keepStatements } from "../work/statements.js";
@@ -32,7 +32,7 @@ import {
   syncDriver,
 } from "./drivers.js";
 import { migrateKeep, SQLITE_DIALECT, sqliteKeep, tableParts } from "./keep.js";
-import { type OrderOption, orderedInSqlite, orderOption } from "./order.js";
+import { numbered, type OrderOption, orderOption } from "./order.js";
 import { DEFAULT_TABLE } from "./schema.js";
 import { type InboxStatements, statementsFor } from "./statements.js";
 import { isStoreFailure } from "./turns.js";
@@ -90,7 +90,8 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     this.#retention = basics.retention;
     this.#timeout = basics.timeout;
     this.#handlerTimeout = parseDuration(options.handlerTimeout ?? "10s", "handlerTimeout", TIMER_MAX);
-    this.#order = orderOption(options.order, options.table ?? DEFAULT_TABLE, !isD1(db) && !isDurableObjectSql(db));
+    const interactive = !isD1(db) && !isDurableObjectSql(db);
+    this.#order = orderOption(options.order, options.table ?? DEFAULT_TABLE, interactive, this.#scope, this.#retention);
     if (isD1(db)) this.#batch = d1Driver(db);
     else if (isDurableObjectSql(db)) this.#batch = durableObjectDriver(db);
     else if (isAsyncClient(db)) this.#interactive = asyncDriver(db);
@@ -105,7 +106,8 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     if (typeof now !== "function") throw new TypeError('flag-webhooks: option "now" must be a function');
     // Keep-then-work needs a transaction held open while a handler runs: not on D1 and Durable Objects.
     if (!this.#interactive) return;
-    const settings = { name: "SQLite", scope: this.#scope, retention: this.#retention, timeout: this.#timeout, now };
+    const [scope, retention, timeout, order] = [this.#scope, this.#retention, this.#timeout, this.#order];
+    const settings = { name: "SQLite", scope, retention, timeout, now, order };
     const transactions = { begin: () => this.#begin(), commit: (open: OpenTransaction) => this.#commit(open) };
     this.keepWith(new Keep(sqliteKeep(transactions), keepStatements(this.#table.quoted, SQLITE_DIALECT), settings));
   }
@@ -260,15 +262,13 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
       rollback: () => open.rollback(),
       retention: this.#retention,
     };
-    const order = this.#order;
-    return this.#settle(delivery, unit, async () => {
-      const seen = order ? await orderedInSqlite(open, order.sql, this.#scope, this.#retention, event) : undefined;
-      if (seen?.stale && !order?.handleStale) return staleReply();
-      const handled = fn(seen?.event ?? event, open.tx as InboxTransaction<Db>, ...context);
+    const run = async (seen: WebhookEvent) => {
+      const handled = fn(seen, open.tx as InboxTransaction<Db>, ...context);
       const value = await withinDeadline(open, this.#handlerTimeout, handled);
       open.finished();
       return value;
-    });
+    };
+    return this.#settle(delivery, unit, () => runInOrder(this.#order, numbered(open), event, run));
   }
 
   /** handle() on D1 or a Durable Object's storage: the handler's statements run at COMMIT, with the id. */

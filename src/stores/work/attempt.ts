@@ -2,8 +2,9 @@
 // sets a lease, so a process that dies mid-handler still used it up), then run the handler in a
 // transaction that locks the row and commits the "done" mark with the handler's writes. A failure
 // is recorded in a transaction of its own, with the next attempt's time from the schedule.
-import { parseEvent } from "../../events.js";
+import { parseEvent, type WebhookEvent } from "../../events.js";
 import type { InboxTelemetry } from "../../telemetry.js";
+import { runInOrder, type TransactionOrder } from "../order/in-transaction.js";
 import type { KeepDatabase, KeepRow } from "./database.js";
 import { attemptsOf, nextAttemptAt, type Schedule } from "./schedule.js";
 import type { KeepStatements } from "./statements.js";
@@ -35,6 +36,8 @@ export interface Ground {
   scope: string;
   retention: number;
   now: () => number;
+  /** The inbox's `order`, applied in each attempt's transaction: a retried old event never undoes a newer one. */
+  order?: TransactionOrder | undefined;
 }
 
 /** How an attempt ended: done, failed (to be retried), parked, or not this worker's any more. */
@@ -83,7 +86,9 @@ export async function attempt<Tx>(ground: Ground, plan: Plan, taken: Taken, fn: 
       return "lost";
     }
     const held = open;
-    await Promise.race([fn(event, held.tx as Tx, { attempt: taken.attempt, signal: gaveUp.signal }), expired]);
+    const run = (seen: WebhookEvent) => fn(seen, held.tx as Tx, { attempt: taken.attempt, signal: gaveUp.signal });
+    // An event all of whose changes are stale is marked done without the handler (unless handleStale).
+    await Promise.race([runInOrder(ground.order, held.query, event, run), expired]);
     const marked = await Promise.race([
       held.query(sql.done, [scope, taken.id, ground.now(), ground.retention, taken.attempt]),
       expired,

@@ -9,6 +9,7 @@ import type { InboxTelemetry } from "../../telemetry.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import { inProgress, unavailable } from "../inbox-shell.js";
+import type { TransactionOrder } from "../order/in-transaction.js";
 import { type Ground, type Plan, take } from "./attempt.js";
 import { countsOf } from "./counts.js";
 import type { KeepDatabase, KeepRow } from "./database.js";
@@ -39,6 +40,8 @@ export interface KeepSettings {
   timeout: number;
   /** The clock, in ms since the epoch. */
   now: () => number;
+  /** The inbox's `order`: each attempt runs with what is fresh of its event, ordered in its transaction. */
+  order?: TransactionOrder | undefined;
 }
 
 const LIST_LIMIT = 100;
@@ -53,7 +56,8 @@ export class Keep {
     sql: KeepStatements,
     private readonly settings: KeepSettings,
   ) {
-    this.#ground = { db, sql, scope: settings.scope, retention: settings.retention, now: settings.now };
+    const { scope, retention, now, order } = settings;
+    this.#ground = { db, sql, scope, retention, now, order };
   }
 
   /** The `onEvent` that keeps each event before its 2xx (see the inboxes' `enqueue()`). */

@@ -1,7 +1,9 @@
 import fc from "fast-check";
-import { comparePositions, type FlagPositions, orderEvent, positionOf, type WebhookEvent } from "flag-webhooks";
+import type { WebhookEvent } from "flag-webhooks";
 import { createEvent } from "flag-webhooks/testing";
 import { describe, expect, it } from "vitest";
+import { comparePositions, positionOf } from "../../../src/delivery/order/position.js";
+import { type FlagPositions, orderEvent } from "../../../src/delivery/order/rule.js";
 
 const update = (id: string, createdAt: string, path = "on", environment = "production") =>
   createEvent("flag.updated", { id, createdAt, environment, data: { changes: [{ path, from: 1, to: 2 }] } });
