@@ -126,7 +126,7 @@ function oneLine(text: string): string {
 // The C0 controls, DEL, the C1 controls (U+009B is a terminal's CSI, as ESC [ is) and the marks
 // that reorder the text after them: a terminal acts on them (clears the screen, sets the window's
 // title, hides or reverses text) instead of showing them.
-const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+const CONTROLS = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/gu;
 
 /**
  * `text` safe to print on a terminal: every control character written as its escape (`\x1b`,
