@@ -1,13 +1,14 @@
 import { existsSync } from "node:fs";
 import Database from "better-sqlite3";
 import type { WebhookEvent } from "flag-webhooks";
+import { webhookHandler } from "flag-webhooks/fetch";
 import { PostgresInbox } from "flag-webhooks/postgres";
 import { SqliteInbox } from "flag-webhooks/sqlite";
-import { createEvent } from "flag-webhooks/testing";
+import { createEvent, signedRequest } from "flag-webhooks/testing";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadPeer } from "../../src/cli/inbox-db.js";
-import { expectOneLineError, run } from "../support/cli.js";
+import { expectOneLineError, run, SECRET } from "../support/cli.js";
 import { type TestDatabase, testDatabase } from "../support/postgres-database.js";
 import { postgresAvailability } from "../support/postgres-server.js";
 import { databaseFile } from "../support/sqlite.js";
@@ -317,6 +318,24 @@ describe.each(backends)("flag-webhooks inbox on $name", ({ available, backend: c
       }
     },
   );
+
+  it.runIf(available)("show prints a body as received when re-indenting its JSON would change it", async () => {
+    const backend = current();
+    const inbox = backend.inbox("fidelity");
+    await inbox.migrate();
+    // A variation value past 2^53 and a key sent twice: JSON.parse then stringify would print
+    // 12345678901234567000 and one key, not what the sender signed and the inbox kept.
+    const event = createEvent("flag.updated", { id: "evt_big" });
+    const body = JSON.stringify(event).replace('"data":{', '"data":{"limit":12345678901234567890,"limit":1,');
+    const receive = webhookHandler({ secret: SECRET, onEvent: inbox.enqueue() });
+    expect((await receive(await signedRequest({ secret: SECRET, body }))).status).toBe(202);
+    const shown = await run(args(backend, "fidelity", "show", "evt_big"));
+    expect(shown.code).toBe(0);
+    expect(shown.stdout.split("\n\n")[1]).toBe(`${body}\n`);
+    // A body that round-trips is still indented.
+    await inbox.enqueue()(createEvent("flag.updated", { id: "evt_plain" }));
+    expect((await run(args(backend, "fidelity", "show", "evt_plain"))).stdout).toContain('{\n  "id": "evt_plain",');
+  });
 
   it.runIf(available)("a table that is not a migrated inbox's: one line that says so", async () => {
     const backend = current();
