@@ -17,15 +17,17 @@ const WIDEST: Record<(typeof COLUMNS)[number], number> = {
 
 /** The events as an aligned table, one line each, with times relative to `now`. */
 export function eventTable(events: readonly KeptEvent[], now: number): string {
-  const rows = events.map((event) => [
-    event.id,
-    event.state,
-    event.type ?? "-",
-    flagOf(event) ?? "-",
-    String(event.attempts),
-    oneLine(event.lastError) ?? "-",
-    nextAttempt(event, now),
-  ]);
+  const rows = events.map((event) =>
+    [
+      event.id,
+      event.state,
+      event.type ?? "-",
+      flagOf(event) ?? "-",
+      String(event.attempts),
+      event.lastError ?? "-",
+      nextAttempt(event, now),
+    ].map((cell) => printable(oneLine(cell))),
+  );
   const widths = COLUMNS.map((title, i) =>
     Math.min(WIDEST[title], Math.max(title.length, ...rows.map((row) => (row[i] as string).length))),
   );
@@ -52,8 +54,12 @@ export function eventDetails(event: KeptEvent, now: number): string {
     ["last error", event.lastError ?? "-"],
   ];
   const width = Math.max(...fields.map(([name]) => name.length));
-  const lines = fields.map(([name, value]) => `${`${name}:`.padEnd(width + 2)}${value}`);
-  return `${lines.join("\n")}\n\n${bodyText(event.body)}\n`;
+  // Only the last error keeps its lines (a stack, an API's answer); a newline in another field
+  // would print a line that looks like a field of its own.
+  const lines = fields.map(
+    ([name, value]) => `${`${name}:`.padEnd(width + 2)}${printable(value, name === "last error")}`,
+  );
+  return `${lines.join("\n")}\n\n${printable(bodyText(event.body), true)}\n`;
 }
 
 /** The flag an event is about: `data.flag` (flag.updated), or `data.key`/`data.flag.key` when the service sends them. */
@@ -100,7 +106,9 @@ function duration(ms: number): string {
 function bodyText(body: string | null): string {
   if (body === null) return "(no body kept: a row handle() wrote)";
   const value = parsed(body);
-  return value === undefined ? body : JSON.stringify(value, null, 2);
+  // Indented only when that shows the same JSON: parsing loses a number past 2^53 and a key sent
+  // twice, and the body is shown to say what the sender signed.
+  return value !== undefined && JSON.stringify(value) === body ? JSON.stringify(value, null, 2) : body;
 }
 
 function parsed(body: string | null): Record<string, unknown> | undefined {
@@ -113,8 +121,26 @@ function parsed(body: string | null): Record<string, unknown> | undefined {
   }
 }
 
-function oneLine(text: string | null): string | null {
-  return text === null ? null : text.replace(/\s+/g, " ").trim();
+function oneLine(text: string): string {
+  return text.replace(/\s+/g, " ").trim();
+}
+
+// The C0 controls, DEL, the C1 controls (U+009B is a terminal's CSI, as ESC [ is) and the marks
+// that reorder the text after them: a terminal acts on them (clears the screen, sets the window's
+// title, hides or reverses text) instead of showing them.
+const CONTROLS = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/gu;
+
+/**
+ * `text` safe to print on a terminal: every control character written as its escape (`\x1b`,
+ * `\u202e`), so a person sees what was there and the terminal acts on none of it. The text comes
+ * from the sender (id, type, body) and from whatever a handler's error quoted.
+ */
+function printable(text: string, keepNewlines = false): string {
+  return text.replace(CONTROLS, (control) => {
+    if (keepNewlines && control === "\n") return control;
+    const code = control.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
 }
 
 function cut(text: string, width: number): string {

@@ -8,6 +8,7 @@ import { checkRetention } from "../delivery/replay-window.js";
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import { type Enlisted, STALE_HEADER } from "../store-contract/enlist.js";
+import { storedId } from "../store-contract/keys.js";
 import type { OrderStore } from "../store-contract/order-store.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
 import { withTimeout } from "../util/timeout.js";
@@ -71,7 +72,9 @@ export interface Ordered {
 /** Holds the event's flag and decides what is fresh; rejects with `503 store_unavailable` when the store fails. */
 export async function orderDelivery(event: WebhookEvent, settings: OrderSettings): Promise<Ordered> {
   if (orderEvent(event, undefined) === undefined) return { event, stale: false };
-  const { flag } = event.data as { flag: string };
+  // A flag is any string the sender signs: every store is handed it as event ids are stored, so
+  // each backend can key it (no NUL, a bounded length) and ill-formed flags never share a key.
+  const flag = await storedId((event.data as { flag: string }).flag);
   const unavailable = () => new WebhookError("store_unavailable", "the order store did not answer; retry later");
   let hold: Awaited<ReturnType<OrderStore["hold"]>>;
   try {

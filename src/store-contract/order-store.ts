@@ -13,7 +13,8 @@ import type { FlagPositions } from "../delivery/order/rule.js";
 export interface OrderStore {
   /**
    * Holds `flag` for one delivery, waiting while another delivery holds it, and reads its
-   * positions. A hold lasts at most `lease` ms, so a process that dies mid-handler cannot keep
+   * positions. `flag` is the event's `data.flag` as event ids are stored (as it is when usual; `#`
+   * and its SHA-256 when over 1 KiB, with a NUL or a lone surrogate), so any backend can key it. A hold lasts at most `lease` ms, so a process that dies mid-handler cannot keep
    * the flag for ever.
    */
   hold(flag: string, lease: number): OrderHold | Promise<OrderHold>;

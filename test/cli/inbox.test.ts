@@ -1,13 +1,14 @@
 import { existsSync } from "node:fs";
 import Database from "better-sqlite3";
 import type { WebhookEvent } from "flag-webhooks";
+import { webhookHandler } from "flag-webhooks/fetch";
 import { PostgresInbox } from "flag-webhooks/postgres";
 import { SqliteInbox } from "flag-webhooks/sqlite";
-import { createEvent } from "flag-webhooks/testing";
+import { createEvent, signedRequest } from "flag-webhooks/testing";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadPeer } from "../../src/cli/inbox-db.js";
-import { expectOneLineError, run } from "../support/cli.js";
+import { expectOneLineError, run, SECRET } from "../support/cli.js";
 import { type TestDatabase, testDatabase } from "../support/postgres-database.js";
 import { postgresAvailability } from "../support/postgres-server.js";
 import { databaseFile } from "../support/sqlite.js";
@@ -273,6 +274,67 @@ describe.each(backends)("flag-webhooks inbox on $name", ({ available, backend: c
       stderr: "",
     });
     expect(await inbox.counts()).toEqual({ pending: 0, running: 0, parked: 0, oldestWaitingSince: null });
+  });
+
+  it.runIf(available)(
+    "list and show print what the sender or a handler wrote, never a terminal's control sequence",
+    async () => {
+      const backend = current();
+      const inbox = backend.inbox("controls");
+      await inbox.migrate();
+      // An error message carries text from elsewhere (an API's answer, a row): here one that would
+      // clear the screen, set the window's title, colour the rest red (C0 and C1 forms) and turn
+      // the text right to left; the id, type and flag, signed by the sender, carry escapes too.
+      const hostile = "\x1b[2J\x1b]0;owned\x07\x9b31m\u202ereversed\x01\r";
+      const event = createEvent("flag.updated", {
+        id: `evt_\x1b[31m${"controls"}`,
+        data: { flag: `flag\x1b[8m\u2066` },
+      });
+      const odd = { ...createEvent("flag.created"), id: "evt_odd-type", type: "x\x1b[1m.type" };
+      await inbox.enqueue()(event);
+      await inbox.enqueue()(odd as WebhookEvent);
+      const worker = inbox.work(
+        () => {
+          throw new Error(`upstream said: ${hostile}`);
+        },
+        { interval: false, retries: [] },
+      );
+      await worker.drain();
+      await worker.close();
+      // C0 controls but the newline, DEL, C1 controls, and the marks that reorder text.
+      const CONTROL = /(?!\n)[\p{Cc}\u202a-\u202e\u2066-\u2069]/u;
+      const listed = await run(args(backend, "controls", "list"));
+      expect(listed.code).toBe(0);
+      expect(listed.stdout).not.toMatch(CONTROL);
+      // One line per event, and every escape shown as one: a person sees what was there.
+      const lines = listed.stdout.trimEnd().split("\n");
+      expect(lines).toHaveLength(3);
+      expect(listed.stdout).toContain("evt_\\x1b[31mcontrols");
+      for (const id of [event.id, odd.id]) {
+        const shown = await run(args(backend, "controls", "show", id));
+        expect(shown.code).toBe(0);
+        expect(shown.stdout).not.toMatch(CONTROL);
+        expect(shown.stdout).toContain("upstream said: \\x1b[2J\\x1b]0;owned\\x07\\x9b31m\\u202ereversed\\x01\\x0d");
+      }
+    },
+  );
+
+  it.runIf(available)("show prints a body as received when re-indenting its JSON would change it", async () => {
+    const backend = current();
+    const inbox = backend.inbox("fidelity");
+    await inbox.migrate();
+    // A variation value past 2^53 and a key sent twice: JSON.parse then stringify would print
+    // 12345678901234567000 and one key, not what the sender signed and the inbox kept.
+    const event = createEvent("flag.updated", { id: "evt_big" });
+    const body = JSON.stringify(event).replace('"data":{', '"data":{"limit":12345678901234567890,"limit":1,');
+    const receive = webhookHandler({ secret: SECRET, onEvent: inbox.enqueue() });
+    expect((await receive(await signedRequest({ secret: SECRET, body }))).status).toBe(202);
+    const shown = await run(args(backend, "fidelity", "show", "evt_big"));
+    expect(shown.code).toBe(0);
+    expect(shown.stdout.split("\n\n")[1]).toBe(`${body}\n`);
+    // A body that round-trips is still indented.
+    await inbox.enqueue()(createEvent("flag.updated", { id: "evt_plain" }));
+    expect((await run(args(backend, "fidelity", "show", "evt_plain"))).stdout).toContain('{\n  "id": "evt_plain",');
   });
 
   it.runIf(available)("a table that is not a migrated inbox's: one line that says so", async () => {

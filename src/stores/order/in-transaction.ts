@@ -5,6 +5,7 @@
 import { type FlagPositions, orderEvent, orderedView } from "../../delivery/order/rule.js";
 import type { WebhookEvent } from "../../events.js";
 import { staleReply } from "../../store-contract/enlist.js";
+import { storedId } from "../../store-contract/keys.js";
 
 /** One statement in the transaction the handler writes in, as an inbox (or its worker) runs it. */
 export type QueryInTransaction = (
@@ -32,7 +33,9 @@ export async function orderInTransaction(
   store: PositionsInTransaction,
 ): Promise<OrderedInTransaction> {
   if (orderEvent(event, undefined) === undefined) return { event, stale: false };
-  const { flag } = event.data as { flag: string };
+  // The flag is any string the sender signs: its row is keyed by the rule event ids follow, so a
+  // NUL or a key past a btree row's size still has a row, and two ill-formed keys never share one.
+  const flag = await storedId((event.data as { flag: string }).flag);
   const text = await store.read(flag);
   const decision = orderEvent(event, text === undefined ? undefined : (JSON.parse(text) as FlagPositions));
   if (!decision) return { event, stale: false };
