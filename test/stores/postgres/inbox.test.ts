@@ -969,6 +969,37 @@ describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
     expect(ran).toBe(false);
   });
 
+  it("a copy whose id another transaction committed while it waited, and whose second look fails: 503 store_unavailable", async () => {
+    // The claim finds no row (the other's commit is not in its snapshot), so the inbox reads the
+    // id's state again in a statement of its own: that read failing is the store's failure.
+    const { client } = split(pgPool(2), pgPool(2));
+    const refused = new Error("the read of the id's state failed");
+    const failing: InboxClient<pg.PoolClient> = {
+      transaction: client.transaction,
+      query: (text, params, tx) =>
+        !tx && /^select state from/.test(text) ? Promise.reject(refused) : client.query(text, params, tx),
+    };
+    const inbox = new PostgresInbox(failing, { scope: "second-look", lockTimeout: 1000, timeout: 2000 });
+    const id = newId();
+    const other = await admin.connect();
+    try {
+      await other.query("begin");
+      await other.query(
+        `insert into flag_webhooks_inbox (scope, id, state, expires_at)
+         values ('second-look', $1, 'done', now() + interval '1 hour')`,
+        [id],
+      );
+      const pending = settled(inbox.handle(() => {})({ id } as WebhookEvent));
+      await expect
+        .poll(async () => (await admin.query("select count(*)::int as n from pg_locks where not granted")).rows[0].n)
+        .toBeGreaterThan(0);
+      await other.query("commit");
+      expect(await pending).toMatchObject({ error: { code: "store_unavailable", cause: refused } });
+    } finally {
+      other.release();
+    }
+  });
+
   it("a claim whose row another transaction committed while it waited answers in_flight", async () => {
     const inbox = new PostgresInbox(pgPool(), { scope: "late-row" });
     const id = newId();
