@@ -761,6 +761,10 @@ describe("PostgresInbox options and clients, by shape", () => {
     expect(() => new PostgresInbox(nowhere, { scope: "s", table: ["inbox"] as never })).toThrow(/option "table"/);
     expect(() => new PostgresInbox(nowhere, { scope: "s", lockTimeout: "soon" })).toThrow(/option "lockTimeout"/);
     expect(() => new PostgresInbox(nowhere, { scope: "s", timeout: "soon" })).toThrow(/option "timeout"/);
+    // The clock keep-then-work schedules by: a value that is not one would fail only at the first keep().
+    expect(() => new PostgresInbox(nowhere, { scope: "s", now: 1_700_000_000_000 as never })).toThrow(
+      new TypeError('flag-webhooks: option "now" must be a function'),
+    );
     const inbox = new PostgresInbox(nowhere, { scope: "s" });
     for (const fn of [undefined, "handler", {}]) {
       expect(() => inbox.handle(fn as never)).toThrow(new TypeError("flag-webhooks: inbox.handle() takes a function"));
