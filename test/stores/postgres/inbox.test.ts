@@ -761,6 +761,10 @@ describe("PostgresInbox options and clients, by shape", () => {
     expect(() => new PostgresInbox(nowhere, { scope: "s", table: ["inbox"] as never })).toThrow(/option "table"/);
     expect(() => new PostgresInbox(nowhere, { scope: "s", lockTimeout: "soon" })).toThrow(/option "lockTimeout"/);
     expect(() => new PostgresInbox(nowhere, { scope: "s", timeout: "soon" })).toThrow(/option "timeout"/);
+    // The clock keep-then-work schedules by: a value that is not one would fail only at the first keep().
+    expect(() => new PostgresInbox(nowhere, { scope: "s", now: 1_700_000_000_000 as never })).toThrow(
+      new TypeError('flag-webhooks: option "now" must be a function'),
+    );
     const inbox = new PostgresInbox(nowhere, { scope: "s" });
     for (const fn of [undefined, "handler", {}]) {
       expect(() => inbox.handle(fn as never)).toThrow(new TypeError("flag-webhooks: inbox.handle() takes a function"));
@@ -967,6 +971,54 @@ describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
       other.release();
     }
     expect(ran).toBe(false);
+  });
+
+  it("a copy whose id another transaction committed while it waited looks again: that look failing or hanging is a 503, the row gone a 409", async () => {
+    // The claim finds no row (the other's commit is not in its snapshot), so the inbox reads the
+    // id's state again in a statement of its own, bounded by timeout like every step.
+    const refused = new Error("the read of the id's state failed");
+    const looks = {
+      fails: () => Promise.reject(refused),
+      hangs: () => new Promise<never>(() => {}),
+      // Pruned or released between the two statements: nothing to call a duplicate, so retry later.
+      gone: async (scope: string, id: string) => {
+        await admin.query("delete from flag_webhooks_inbox where scope = $1 and id = $2", [scope, id]);
+        return [];
+      },
+    };
+    const outcomes: Record<string, unknown> = {};
+    for (const [name, look] of Object.entries(looks)) {
+      const { client } = split(pgPool(2), pgPool(2));
+      const scope = `second-look-${name}`;
+      const id = newId();
+      const looking: InboxClient<pg.PoolClient> = {
+        transaction: client.transaction,
+        query: (text, params, tx) =>
+          !tx && /^select state from/.test(text) ? look(scope, id) : client.query(text, params, tx),
+      };
+      const inbox = new PostgresInbox(looking, { scope, lockTimeout: 1000, timeout: 1200 });
+      const other = await admin.connect();
+      try {
+        await other.query("begin");
+        await other.query(
+          `insert into flag_webhooks_inbox (scope, id, state, expires_at) values ($1, $2, 'done', now() + interval '1 hour')`,
+          [scope, id],
+        );
+        const pending = settled(inbox.handle(() => {})({ id } as WebhookEvent));
+        await expect
+          .poll(async () => (await admin.query("select count(*)::int as n from pg_locks where not granted")).rows[0].n)
+          .toBeGreaterThan(0);
+        await other.query("commit");
+        outcomes[name] = await pending;
+      } finally {
+        other.release();
+      }
+    }
+    expect(outcomes).toMatchObject({
+      fails: { error: { code: "store_unavailable", cause: refused } },
+      hangs: { error: { code: "store_unavailable", cause: { message: "Postgres did not answer within 1200 ms" } } },
+      gone: { error: { code: "delivery_in_progress" } },
+    });
   });
 
   it("a claim whose row another transaction committed while it waited answers in_flight", async () => {

@@ -58,6 +58,24 @@ describe.skipIf(skip !== undefined)("PostgresInbox.migrate() on a real PostgreSQ
     }
   });
 
+  it("a migrate() that fails rejects with Postgres's error, rolls back and gives its connection back to the pool", async () => {
+    const pool = new pg.Pool({ connectionString: database.url, max: 2 });
+    try {
+      const inbox = new PostgresInbox(pool, { scope: "migrate-fails", table: "no_such_schema.inbox" });
+      await expect(inbox.migrate()).rejects.toMatchObject({ code: "3F000" });
+      // Rolled back: the client is idle again, not held in an aborted transaction, and the inbox's
+      // one turn of this pool (max 2, one kept free) is free for the next migrate().
+      expect([pool.totalCount, pool.idleCount]).toEqual([1, 1]);
+      await new PostgresInbox(pool, { scope: "migrate-fails" }).migrate();
+      const { rows } = await pool.query(
+        "select state from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'",
+      );
+      expect(rows).toEqual([]);
+    } finally {
+      await pool.end();
+    }
+  });
+
   it("sends no NOTICE through an InboxClient either", async () => {
     const client = new pg.Client({ connectionString: database.url });
     const notices: string[] = [];

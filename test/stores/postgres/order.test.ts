@@ -1,5 +1,5 @@
 import fc from "fast-check";
-import type { KnownWebhookEvent, WebhookEvent } from "flag-webhooks";
+import type { FlagUpdatedEvent, KnownWebhookEvent, WebhookEvent } from "flag-webhooks";
 import { webhookHandler } from "flag-webhooks/fetch";
 import { PostgresInbox } from "flag-webhooks/postgres";
 import { createEvent, signedRequest } from "flag-webhooks/testing";
@@ -66,5 +66,39 @@ describe.skipIf(!availability.available)("PostgresInbox with order", () => {
     expect([older.status, older.headers.get("webhook-stale")]).toEqual([204, null]);
     expect((await send(at("evt_0", "2026-11-21T09:00:00Z"))).headers.get("webhook-stale")).toBe("true");
     expect(seen.map((event) => event.id)).toEqual(["evt_1"]);
+  });
+
+  it("with handleStale, a wholly stale event runs the handler too, its changes given as stale", async () => {
+    const inbox = new PostgresInbox(pool, { scope: `order-${++runs}`, order: { handleStale: true } });
+    await inbox.migrate();
+    const seen: FlagUpdatedEvent[] = [];
+    const onEvent = inbox.handle(async (event) => void seen.push(event as FlagUpdatedEvent));
+    const at = (id: string, createdAt: string) => createEvent("flag.updated", { id, createdAt });
+    await onEvent(at("evt_2", "2026-11-21T09:02:00Z"));
+    expect(await onEvent(at("evt_1", "2026-11-21T09:01:00Z"))).toBeUndefined();
+    expect(seen.map((event) => [event.id, event.data.changes.length, event.staleChanges?.length])).toEqual([
+      ["evt_2", 1, 0],
+      ["evt_1", 0, 1],
+    ]);
+  });
+
+  it("prune() deletes the scope's expired positions with its expired ids, and no other scope's", async () => {
+    const scope = `order-${++runs}`;
+    const expiring = new PostgresInbox(pool, { scope, order: true, retention: 1 });
+    const kept = new PostgresInbox(pool, { scope: `${scope}-kept`, order: true });
+    await expiring.migrate();
+    const updated = (id: string) => createEvent("flag.updated", { id, createdAt: "2026-11-21T09:00:00Z" });
+    await expiring.handle(() => {})(updated("evt_1"));
+    await kept.handle(() => {})(updated("evt_1"));
+    const positions = async () =>
+      (
+        await pool.query("select scope from flag_webhooks_inbox_positions where scope like $1 order by scope", [
+          `${scope}%`,
+        ])
+      ).rows.map((row) => row.scope);
+    expect(await positions()).toEqual([scope, `${scope}-kept`]);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await expiring.prune()).toBe(1);
+    expect(await positions()).toEqual([`${scope}-kept`]);
   });
 });
