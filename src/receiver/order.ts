@@ -7,10 +7,12 @@ import { orderEvent, orderedView } from "../delivery/order/rule.js";
 import { checkRetention } from "../delivery/replay-window.js";
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
+import type { DedupeStore } from "../store-contract/dedupe-store.js";
 import type { Enlisted } from "../store-contract/enlist.js";
-import type { OrderStore } from "../store-contract/order-store.js";
+import type { OrderHold, OrderStore, PairedClaim } from "../store-contract/order-store.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
 import { withTimeout } from "../util/timeout.js";
+import type { DedupeSettings } from "./options.js";
 import type { Answer } from "./protocol.js";
 
 /** Ordered delivery, last writer wins per field: see docs/order.md. */
@@ -40,13 +42,15 @@ export interface OrderSettings {
   handleStale: boolean;
   lease: number;
   timeout: number;
+  /** The dedupe store's claim and the hold in one request, when the two stores can (see {@link OrderStore.pairedClaim}). */
+  paired: PairedClaim | undefined;
 }
 
 /** The header that marks the answer to an event all of whose changes were stale. */
 export const STALE_HEADER = "webhook-stale";
 
-/** Checks the `order` option when the receiver is made. */
-export function orderSettings(order: OrderOptions, maxAge: number | undefined): OrderSettings {
+/** Checks the `order` option when the receiver is made (with the dedupe store, if any, to pair with). */
+export function orderSettings(order: OrderOptions, maxAge: number | undefined, dedupe?: DedupeStore): OrderSettings {
   const store = order?.store;
   if (!store || typeof store.hold !== "function" || typeof store.retention !== "number") {
     throw new TypeError('flag-webhooks: option "order.store" must be an OrderStore (hold, retention)');
@@ -57,6 +61,45 @@ export function orderSettings(order: OrderOptions, maxAge: number | undefined): 
     handleStale: order.handleStale === true,
     lease: order.lease === undefined ? 60_000 : parseDuration(order.lease, "order.lease", TIMER_MAX),
     timeout: order.timeout === undefined ? 10_000 : parseDuration(order.timeout, "order.timeout", TIMER_MAX),
+    paired: dedupe === undefined ? undefined : store.pairedClaim?.(dedupe),
+  };
+}
+
+/**
+ * With a paired claim: dedupe settings whose claim holds the event's flag in the same request,
+ * and the hold it took (undefined when the flag was held by another delivery, or the id not
+ * claimed). Undefined when the stores are not paired or the event is not ordered.
+ */
+export function claimWithHold(
+  event: WebhookEvent,
+  dedupe: DedupeSettings,
+  settings: OrderSettings,
+): { dedupe: DedupeSettings; held(): OrderHold | undefined } | undefined {
+  const { paired } = settings;
+  if (!paired || orderEvent(event, undefined) === undefined) return undefined;
+  const { flag } = event.data as { flag: string };
+  const { store } = dedupe;
+  let hold: OrderHold | undefined;
+  let taken = false;
+  const claiming: DedupeStore = {
+    async claim(id, lease) {
+      const both = await paired(id, lease, flag, settings.lease);
+      hold = both.hold;
+      return both.claim;
+    },
+    complete: (id, ttl) => store.complete(id, ttl),
+    release(id) {
+      // A claim the receiver gave up on (it came too late) holds its flag for nobody.
+      if (!taken) void hold?.release();
+      return store.release(id);
+    },
+  };
+  return {
+    dedupe: { ...dedupe, store: claiming },
+    held() {
+      taken = true;
+      return hold;
+    },
   };
 }
 
@@ -69,14 +112,17 @@ export interface Ordered {
   unit?: Enlisted;
 }
 
-/** Holds the event's flag and decides what is fresh; rejects with `503 store_unavailable` when the store fails. */
-export async function orderDelivery(event: WebhookEvent, settings: OrderSettings): Promise<Ordered> {
+/**
+ * Holds the event's flag (or takes `held`, the hold a paired claim took) and decides what is fresh;
+ * rejects with `503 store_unavailable` when the store fails.
+ */
+export async function orderDelivery(event: WebhookEvent, settings: OrderSettings, held?: OrderHold): Promise<Ordered> {
   if (orderEvent(event, undefined) === undefined) return { event, stale: false };
   const { flag } = event.data as { flag: string };
   const unavailable = () => new WebhookError("store_unavailable", "the order store did not answer; retry later");
-  let hold: Awaited<ReturnType<OrderStore["hold"]>>;
+  let hold = held as OrderHold;
   try {
-    hold = await withTimeout(settings.store.hold(flag, settings.lease), settings.timeout, unavailable, (late) => {
+    hold ??= await withTimeout(settings.store.hold(flag, settings.lease), settings.timeout, unavailable, (late) => {
       void late.release();
     });
   } catch (cause) {

@@ -85,7 +85,7 @@ export class DynamoDBOrderStore implements OrderStore {
     let ended = false;
     const end = () => {
       ended = true;
-      this.#turns.wake(flag);
+      this.#turns.ended(flag);
     };
     return {
       positions,
@@ -102,8 +102,8 @@ export class DynamoDBOrderStore implements OrderStore {
       },
       release: async () => {
         if (ended) return;
-        end();
         await this.#unhold(pk, token).catch(() => undefined);
+        end();
       },
     };
   }

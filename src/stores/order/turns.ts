@@ -1,9 +1,11 @@
 // Waiting for a flag another delivery holds, on a store several instances share (Redis,
 // DynamoDB): none of them can be told by the backend when a hold ends without a connection or a
-// stream of its own, which the store does not own. So a hold ended in this process wakes the
-// deliveries of this process that wait for its flag at once, and a hold of another instance is
-// looked at again after a pause that doubles from 10 ms to 250 ms and never outlasts what is left
-// of its lease: a few requests per second per waiting delivery, not a hundred.
+// stream of its own (a blocking read would stall the user's client for every other command). So a
+// hold ended in this process wakes the deliveries of this process that wait for its flag at once,
+// and while this process holds the flag they send nothing until then (or its lease runs out); a
+// hold of another instance is looked at again after a pause that doubles from 10 ms to 250 ms and
+// never outlasts what is left of its lease: a few requests per second per waiting delivery, not a
+// hundred.
 
 const FIRST_PAUSE = 10;
 const LONGEST_PAUSE = 250;
@@ -14,6 +16,8 @@ export type Attempt<T> = { hold: T } | { left: number | undefined };
 /** The deliveries of this process waiting for a flag, woken when a hold of it ends here. */
 export class Turns {
   readonly #waiting = new Map<string, Set<() => void>>();
+  /** The flags a delivery of this process holds now, and how many (two, after a lease was taken over). */
+  readonly #held = new Map<string, number>();
 
   /** Tries `attempt` until it holds `flag`, waiting between tries as the file's comment says. */
   async take<T>(flag: string, attempt: () => Promise<Attempt<T>>): Promise<T> {
@@ -26,15 +30,28 @@ export class Turns {
       } finally {
         turn.stop();
       }
-      if ("hold" in found) return found.hold;
+      if ("hold" in found) {
+        this.taken(flag);
+        return found.hold;
+      }
       if (turn.woken()) continue;
-      const pause = Math.min(FIRST_PAUSE * 2 ** tries, LONGEST_PAUSE, Math.max(1, found.left ?? LONGEST_PAUSE));
-      await this.#watch(flag).wait(pause);
+      const left = Math.max(1, found.left ?? LONGEST_PAUSE);
+      // Held here: its end wakes this delivery, so only a lease that runs out needs a look.
+      const here = this.#held.has(flag) && found.left !== undefined;
+      await this.#watch(flag).wait(here ? left : Math.min(FIRST_PAUSE * 2 ** tries, LONGEST_PAUSE, left));
     }
   }
 
-  /** A hold of `flag` ended in this process: the deliveries waiting for it try again now. */
-  wake(flag: string): void {
+  /** A delivery of this process took `flag` (by {@link take}, or in a dedupe claim's request). */
+  taken(flag: string): void {
+    this.#held.set(flag, (this.#held.get(flag) ?? 0) + 1);
+  }
+
+  /** A hold of `flag` taken here ended (once per hold): the deliveries waiting for it try again now. */
+  ended(flag: string): void {
+    const held = (this.#held.get(flag) ?? 1) - 1;
+    if (held > 0) this.#held.set(flag, held);
+    else this.#held.delete(flag);
     const waiting = this.#waiting.get(flag);
     if (!waiting) return;
     this.#waiting.delete(flag);
