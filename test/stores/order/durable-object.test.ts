@@ -58,7 +58,7 @@ describe("DurableObjectOrderStore over OrderObjects in workerd", () => {
       }),
       { numRuns: propertyRuns(60) },
     );
-  }, 120_000);
+  }, 180_000);
 
   it("makes a delivery that finds its flag held wait inside the object, one request, until the holder commits", async () => {
     const scope = newScope();
