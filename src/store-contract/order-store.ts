@@ -29,20 +29,25 @@ export interface OrderStore {
    * Undefined when it cannot: the receiver then claims, then holds. Asked once, when a receiver
    * with both `dedupe` and `order` is made.
    */
-  pairedClaim?(dedupe: DedupeStore): PairedClaim | undefined;
+  pairedClaim?(
+    dedupe: DedupeStore,
+  ):
+    | ((
+        id: string,
+        claimLease: number,
+        flag: string,
+        holdLease: number,
+      ) => Promise<{ claim: ClaimResult; hold: OrderHold | undefined }>)
+    | undefined;
 }
 
 /**
- * Claims `id` for `claimLease` ms and, when it is claimed, holds `flag` for `holdLease` ms, in one
- * request; the hold is undefined when the id was not claimed or another delivery holds the flag
- * (the receiver then waits for it with {@link OrderStore.hold}).
+ * What {@link OrderStore.pairedClaim} gives: claims `id` for `claimLease` ms and, when it is
+ * claimed, holds `flag` for `holdLease` ms, in one request; the hold is undefined when the id was
+ * not claimed or another delivery holds the flag (the receiver then waits for it with
+ * {@link OrderStore.hold}). Internal: derived from the interface, which spells it out.
  */
-export type PairedClaim = (
-  id: string,
-  claimLease: number,
-  flag: string,
-  holdLease: number,
-) => Promise<{ claim: ClaimResult; hold: OrderHold | undefined }>;
+export type PairedClaim = NonNullable<ReturnType<NonNullable<OrderStore["pairedClaim"]>>>;
 
 /** One delivery's hold on a flag's positions. */
 export interface OrderHold {

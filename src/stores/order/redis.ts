@@ -83,7 +83,7 @@ export class RedisOrderStore implements OrderStore {
   }
 
   /** With a RedisDedupeStore on this client: its claim and this hold in one script. */
-  pairedClaim(dedupe: DedupeStore): PairedClaim | undefined {
+  pairedClaim(dedupe: DedupeStore): ReturnType<NonNullable<OrderStore["pairedClaim"]>> {
     const claim = scriptedClaim(dedupe);
     if (claim?.client !== this.#client) return undefined;
     return async (id, claimLease, flag, holdLease) => {
