@@ -176,6 +176,7 @@ export function checkOptions<Context extends unknown[]>(options: HandlerOptions<
   // retention, which must outlast the replay window as dedupe.ttl must.
   const inbox = inboxOf(onEvent);
   if (inbox) checkRetention(inbox.retention, maxAge, "the inbox's retention");
+  const dedupe = options.dedupe === undefined ? undefined : dedupeSettings(options.dedupe, maxAge);
   return {
     secret,
     limit: parseLimit(options.limit),
@@ -184,8 +185,8 @@ export function checkOptions<Context extends unknown[]>(options: HandlerOptions<
       options.bodyTimeout === undefined
         ? DEFAULT_BODY_TIMEOUT
         : parseDuration(options.bodyTimeout, "bodyTimeout", TIMER_MAX),
-    dedupe: options.dedupe === undefined ? undefined : dedupeSettings(options.dedupe, maxAge),
-    order: options.order === undefined ? undefined : orderSettings(options.order, maxAge),
+    dedupe,
+    order: options.order === undefined ? undefined : orderSettings(options.order, maxAge, dedupe?.store),
     onEvent,
     inbox,
     onError,

@@ -7,11 +7,13 @@ import { orderEvent, orderedView } from "../delivery/order/rule.js";
 import { checkRetention } from "../delivery/replay-window.js";
 import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
+import type { DedupeStore } from "../store-contract/dedupe-store.js";
 import { type Enlisted, STALE_HEADER } from "../store-contract/enlist.js";
 import { storedId } from "../store-contract/keys.js";
-import type { OrderStore } from "../store-contract/order-store.js";
+import type { OrderHold, OrderStore, PairedClaim } from "../store-contract/order-store.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
 import { withTimeout } from "../util/timeout.js";
+import type { DedupeSettings } from "./options.js";
 import type { Answer } from "./protocol.js";
 
 /** Ordered delivery, last writer wins per field: see docs/order.md. */
@@ -41,12 +43,14 @@ export interface OrderSettings {
   handleStale: boolean;
   lease: number;
   timeout: number;
+  /** The dedupe store's claim and the hold in one request, when the two stores can (see {@link OrderStore.pairedClaim}). */
+  paired: PairedClaim | undefined;
 }
 
 export { STALE_HEADER } from "../store-contract/enlist.js";
 
-/** Checks the `order` option when the receiver is made. */
-export function orderSettings(order: OrderOptions, maxAge: number | undefined): OrderSettings {
+/** Checks the `order` option when the receiver is made (with the dedupe store, if any, to pair with). */
+export function orderSettings(order: OrderOptions, maxAge: number | undefined, dedupe?: DedupeStore): OrderSettings {
   const store = order?.store;
   if (!store || typeof store.hold !== "function" || typeof store.retention !== "number") {
     throw new TypeError('flag-webhooks: option "order.store" must be an OrderStore (hold, retention)');
@@ -57,6 +61,46 @@ export function orderSettings(order: OrderOptions, maxAge: number | undefined): 
     handleStale: order.handleStale === true,
     lease: order.lease === undefined ? 60_000 : parseDuration(order.lease, "order.lease", TIMER_MAX),
     timeout: order.timeout === undefined ? 10_000 : parseDuration(order.timeout, "order.timeout", TIMER_MAX),
+    paired: dedupe === undefined ? undefined : store.pairedClaim?.(dedupe),
+  };
+}
+
+/**
+ * With a paired claim: dedupe settings whose claim holds the event's flag in the same request,
+ * and the hold it took (undefined when the flag was held by another delivery, or the id not
+ * claimed). Undefined when the stores are not paired or the event is not ordered.
+ */
+export function claimWithHold(
+  event: WebhookEvent,
+  dedupe: DedupeSettings,
+  settings: OrderSettings,
+): { dedupe: DedupeSettings; held(): OrderHold | undefined } | undefined {
+  const { paired } = settings;
+  if (!paired || orderEvent(event, undefined) === undefined) return undefined;
+  const { flag } = event.data as { flag: string };
+  const { store } = dedupe;
+  let hold: OrderHold | undefined;
+  let taken = false;
+  const claiming: DedupeStore = {
+    async claim(id, lease) {
+      // The flag keyed by the same rule as an unpaired hold's (see orderDelivery).
+      const both = await paired(id, lease, await storedId(flag), settings.lease);
+      hold = both.hold;
+      return both.claim;
+    },
+    complete: (id, ttl) => store.complete(id, ttl),
+    release(id) {
+      // A claim the receiver gave up on (it came too late) holds its flag for nobody.
+      if (!taken) void hold?.release();
+      return store.release(id);
+    },
+  };
+  return {
+    dedupe: { ...dedupe, store: claiming },
+    held() {
+      taken = true;
+      return hold;
+    },
   };
 }
 
@@ -69,16 +113,19 @@ export interface Ordered {
   unit?: Enlisted;
 }
 
-/** Holds the event's flag and decides what is fresh; rejects with `503 store_unavailable` when the store fails. */
-export async function orderDelivery(event: WebhookEvent, settings: OrderSettings): Promise<Ordered> {
+/**
+ * Holds the event's flag (or takes `held`, the hold a paired claim took) and decides what is fresh;
+ * rejects with `503 store_unavailable` when the store fails.
+ */
+export async function orderDelivery(event: WebhookEvent, settings: OrderSettings, held?: OrderHold): Promise<Ordered> {
   if (orderEvent(event, undefined) === undefined) return { event, stale: false };
   // A flag is any string the sender signs: every store is handed it as event ids are stored, so
   // each backend can key it (no NUL, a bounded length) and ill-formed flags never share a key.
   const flag = await storedId((event.data as { flag: string }).flag);
   const unavailable = () => new WebhookError("store_unavailable", "the order store did not answer; retry later");
-  let hold: Awaited<ReturnType<OrderStore["hold"]>>;
+  let hold = held as OrderHold;
   try {
-    hold = await withTimeout(settings.store.hold(flag, settings.lease), settings.timeout, unavailable, (late) => {
+    hold ??= await withTimeout(settings.store.hold(flag, settings.lease), settings.timeout, unavailable, (late) => {
       void late.release();
     });
   } catch (cause) {

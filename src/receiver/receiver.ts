@@ -2,12 +2,13 @@ import { WebhookError } from "../errors.js";
 import type { WebhookEvent } from "../events.js";
 import type { Payload } from "../payload.js";
 import { delivering, type Enlisted, replyOutcome } from "../store-contract/enlist.js";
+import type { OrderHold } from "../store-contract/order-store.js";
 import { andThen } from "../util/thenable.js";
 import { duplicateAnswer, errorResponse, isStatus, replyAnswer } from "./answers.js";
 import { checkBody, checkRequest } from "./checks.js";
 import { type Claim, claimEvent } from "./claim.js";
 import { checkOptions, type HandlerOptions, type Settings } from "./options.js";
-import { orderDelivery, staleAnswer } from "./order.js";
+import { claimWithHold, orderDelivery, staleAnswer } from "./order.js";
 import type { AdapterHooks, Answer, Delivery, NativeReply, Receiver, ReturnHooks } from "./protocol.js";
 import { Reporter } from "./report.js";
 import { type Settlement, settlement, settleStale } from "./settle.js";
@@ -114,27 +115,29 @@ class Pipeline<Context extends unknown[]> {
     context: Context,
     begun: Reporter,
   ): Settlement | Answer | Promise<Settlement | Answer> {
-    const { dedupe } = this.settings;
+    const { dedupe, order } = this.settings;
     if (!dedupe) return this.ordered(event, undefined, context, begun);
+    // With stores that can, the claim holds the event's flag in the same request.
+    const paired = order && claimWithHold(event, dedupe, order);
     return andThen(
-      claimEvent(event.id, dedupe, begun, begun.record),
+      claimEvent(event.id, paired?.dedupe ?? dedupe, begun, begun.record),
       (outcome) => {
         if (outcome === "duplicate") {
           begun.record?.end("duplicate", 204);
           return duplicateAnswer();
         }
         if (outcome instanceof WebhookError) return this.refuse(outcome, begun);
-        return this.ordered(event, outcome, context, begun);
+        return this.ordered(event, outcome, context, begun, paired?.held());
       },
       (error) => this.refuse(error, begun),
     );
   }
 
   /** With `order`: the flag's positions held, the handler sees only what is fresh (./order.ts). */
-  private ordered(event: WebhookEvent, claim: Claim | undefined, context: Context, begun: Reporter) {
+  private ordered(event: WebhookEvent, claim: Claim | undefined, context: Context, begun: Reporter, held?: OrderHold) {
     const { order } = this.settings;
     if (!order) return this.accepted(event, claim, context, begun);
-    return orderDelivery(event, order).then(
+    return orderDelivery(event, order, held).then(
       async (ordered) => {
         if (!ordered.stale) return this.accepted(ordered.event, claim, context, begun, ordered.unit);
         // Nothing newer to apply: handled without the handler, the new reset position (if any) kept.

@@ -2,6 +2,7 @@
 // beside the DedupeStore contract, for the stores that do not hold the handler's effects. The
 // inboxes keep positions in the handler's own transaction instead, and need none of this.
 import type { FlagPositions } from "../delivery/order/rule.js";
+import type { ClaimResult, DedupeStore } from "./dedupe-store.js";
 
 /**
  * Where a receiver with `order` keeps, per flag, the positions last applied
@@ -23,7 +24,31 @@ export interface OrderStore {
    * `maxAge`, since an event older than the positions' retention could be applied over a newer one.
    */
   readonly retention: number;
+  /**
+   * Optional: a way to claim an event's id on `dedupe` and hold its flag in one request, when this
+   * store and `dedupe` share a backend (a RedisOrderStore and a RedisDedupeStore on one client).
+   * Undefined when it cannot: the receiver then claims, then holds. Asked once, when a receiver
+   * with both `dedupe` and `order` is made.
+   */
+  pairedClaim?(
+    dedupe: DedupeStore,
+  ):
+    | ((
+        id: string,
+        claimLease: number,
+        flag: string,
+        holdLease: number,
+      ) => Promise<{ claim: ClaimResult; hold: OrderHold | undefined }>)
+    | undefined;
 }
+
+/**
+ * What {@link OrderStore.pairedClaim} gives: claims `id` for `claimLease` ms and, when it is
+ * claimed, holds `flag` for `holdLease` ms, in one request; the hold is undefined when the id was
+ * not claimed or another delivery holds the flag (the receiver then waits for it with
+ * {@link OrderStore.hold}). Internal: derived from the interface, which spells it out.
+ */
+export type PairedClaim = NonNullable<ReturnType<NonNullable<OrderStore["pairedClaim"]>>>;
 
 /** One delivery's hold on a flag's positions. */
 export interface OrderHold {

@@ -1,6 +1,6 @@
-// flag-webhooks/dynamodb: a dedupe store on DynamoDB, for receivers on AWS Lambda.
+// flag-webhooks/dynamodb: a dedupe store and an order store on DynamoDB, for receivers on AWS Lambda.
 // @aws-sdk/client-dynamodb is this entry's optional peer: the core and the other entries never
-// import it; here only three command classes are needed at run time, sent on the user's client.
+// import it; here only the command classes the stores send are needed at run time, on the user's client.
 import {
   type AttributeValue,
   DeleteItemCommand,
@@ -11,6 +11,9 @@ import {
 import type { ClaimResult, DedupeStore } from "../store-contract/dedupe-store.js";
 import { checkScope, claimToken, scopedKey } from "../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
+import { bounded, isConditionFailure } from "./dynamodb-requests.js";
+
+export { DynamoDBOrderStore, type DynamoDBOrderStoreOptions } from "./order/dynamodb.js";
 
 /**
  * The dedupe table, in the words CloudFormation (`AWS::DynamoDB::Table` properties, so SAM too)
@@ -146,7 +149,7 @@ export class DynamoDBDedupeStore implements DedupeStore {
         );
         return "claimed";
       } catch (error) {
-        if (!isConditionFailure(error)) {
+        if (!isConditionFailure<Record<string, AttributeValue>>(error)) {
           // It may have landed all the same (its answer lost with no attempt left, or aborted past
           // the timeout): it holds the id for nobody, so free it, this claim only, so the sender's
           // retry is not kept waiting for the lease.
@@ -217,11 +220,8 @@ export class DynamoDBDedupeStore implements DedupeStore {
     return scopedKey(this.#scope, id);
   }
 
-  // Every request is bounded: a Lambda waiting on an unreachable endpoint would otherwise sit in
-  // the SDK's retries until the function's own timeout. A signal rather than withTimeout: the SDK
-  // takes it, and aborting ends the request and its retries rather than leaving them running.
   #bounded(): { abortSignal: AbortSignal } {
-    return { abortSignal: AbortSignal.timeout(this.#timeout) };
+    return bounded(this.#timeout);
   }
 }
 
@@ -242,8 +242,4 @@ function item(
     expiresAtMs: { N: String(Math.ceil(expiresAtMs)) },
     ...tokens,
   };
-}
-
-function isConditionFailure(error: unknown): error is { Item?: Record<string, AttributeValue> } {
-  return (error as { name?: unknown } | null)?.name === "ConditionalCheckFailedException";
 }

@@ -42,6 +42,27 @@ const RELEASE =
   'local v = redis.call("GET", KEYS[1]) if v and string.sub(v, 1, string.len(ARGV[1])) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0';
 
 /**
+ * A claim made inside a script of another store on the same client (RedisOrderStore's, which
+ * takes the flag's hold in the same round trip): the claim's key, value and meaning stay this
+ * file's. Internal, not exported by the package.
+ */
+export interface ScriptedClaim {
+  readonly client: RedisClientLike;
+  claim(
+    id: string,
+    lease: number,
+    script: (key: string, value: string, px: string) => string[],
+  ): Promise<{ result: ClaimResult; reply: unknown }>;
+}
+
+const scripted = new WeakMap<object, ScriptedClaim>();
+
+/** The scripted claim of `store` when it is a RedisDedupeStore; undefined for any other store. */
+export function scriptedClaim(store: unknown): ScriptedClaim | undefined {
+  return typeof store === "object" && store !== null ? scripted.get(store) : undefined;
+}
+
+/**
  * A dedupe store on Redis, shared by every receiver instance that uses the same server, prefix
  * and `scope`. Keys are `<prefix><scope>:<event id>`, the id as every store keeps it (a long or
  * unusual id is hashed: `<prefix><scope>:#<sha256>`, see docs/delivery.md). A claim is one atomic
@@ -84,17 +105,32 @@ export class RedisDedupeStore implements DedupeStore {
     const { scope, prefix = "flag-webhooks:dedupe:", timeout } = options ?? ({} as RedisDedupeStoreOptions);
     this.#prefix = `${prefix}${checkScope(scope, "RedisDedupeStore")}:`;
     this.#timeout = timeout === undefined ? DEFAULT_TIMEOUT : parseDuration(timeout, "timeout", TIMER_MAX);
+    scripted.set(this, { client, claim: (id, lease, script) => this.#claim(id, lease, script) });
   }
 
   async claim(id: string, lease: number): Promise<ClaimResult> {
+    return (await this.#claim(id, lease)).result;
+  }
+
+  /**
+   * Claims `id`: with one `SET NX GET`, or inside a script of another store on the same client
+   * (`script` makes its EVAL; its reply's first element is the value the key held, "" for none).
+   */
+  async #claim(
+    id: string,
+    lease: number,
+    script?: (key: string, value: string, px: string) => string[],
+  ): Promise<{ result: ClaimResult; reply: unknown }> {
     const key = await this.#key(id);
     // This claim's own value. A SET whose answer was lost (the connection broke after Redis ran
     // it) is sent again by ioredis once it reconnects, and then reads this value back: the claim
     // is this one, not another delivery's.
     const value = `${this.#token}${claimToken()}/`;
-    let previous: unknown;
+    let reply: unknown;
     try {
-      previous = await this.#call(["SET", key, value, "PX", ms(lease), "NX", "GET"]);
+      reply = await this.#call(
+        script ? script(key, value, ms(lease)) : ["SET", key, value, "PX", ms(lease), "NX", "GET"],
+      );
     } catch (error) {
       // It may have landed all the same (its answer lost, or later than the timeout): it holds the
       // id for nobody, so free it, that claim only, sent after the SET on the same connection, so
@@ -102,8 +138,9 @@ export class RedisDedupeStore implements DedupeStore {
       void this.#call(["EVAL", RELEASE, "1", key, value]).catch(() => {});
       throw error;
     }
-    if (previous === null || previous === undefined || String(previous) === value) return "claimed";
-    return String(previous) === DONE ? "done" : "in_flight";
+    const previous = script ? (reply as unknown[])[0] || null : reply;
+    if (previous === null || previous === undefined || String(previous) === value) return { result: "claimed", reply };
+    return { result: String(previous) === DONE ? "done" : "in_flight", reply };
   }
 
   async complete(id: string, ttl: number): Promise<void> {

@@ -179,8 +179,8 @@ describe("the packed package", () => {
     const linked = join(project, "node_modules/@aws-sdk/client-dynamodb");
     if (!existsSync(linked)) symlinkSync(join(root, "node_modules/@aws-sdk/client-dynamodb"), linked, "dir");
     expect(run(process.execPath, ["dynamodb.mjs"])).toEqual({
-      esm: ["DynamoDBDedupeStore", "dedupeTable"],
-      cjs: ["DynamoDBDedupeStore", "dedupeTable"],
+      esm: ["DynamoDBDedupeStore", "DynamoDBOrderStore", "dedupeTable"],
+      cjs: ["DynamoDBDedupeStore", "DynamoDBOrderStore", "dedupeTable"],
       noScope: "TypeError",
       failed: true,
       withinTimeout: true,
@@ -218,7 +218,14 @@ describe("the packed package", () => {
   });
 
   it("loads the cloudflare entry, which needs no package, through import and require", () => {
-    const names = ["DedupeObject", "DurableObjectDedupeStore", "consumeEvents", "enqueueTo"];
+    const names = [
+      "DedupeObject",
+      "DurableObjectDedupeStore",
+      "DurableObjectOrderStore",
+      "OrderObject",
+      "consumeEvents",
+      "enqueueTo",
+    ];
     expect(run(process.execPath, ["cloudflare.mjs"])).toEqual({
       esm: names,
       cjs: names,

@@ -1,7 +1,9 @@
 import fc from "fast-check";
-import type { KnownWebhookEvent, WebhookEvent } from "flag-webhooks";
-import { FlagMirror, inOrder, shuffledCopy } from "flag-webhooks/testing";
+import type { KnownWebhookEvent, OrderStore, WebhookEvent } from "flag-webhooks";
+import { webhookHandler } from "flag-webhooks/fetch";
+import { FlagMirror, inOrder, shuffledCopy, signedRequest } from "flag-webhooks/testing";
 import { expect } from "vitest";
+import { SECRET } from "./receiver.js";
 
 // The property every positions store must keep (docs/order.md): random histories of flag.updated,
 // flag.deleted and flag.created over a few flags, environments and paths, with equal createdAts;
@@ -78,4 +80,31 @@ export async function checkHistory(
 export function propertyRuns(ci: number): number {
   const runs = Number(process.env.ORDER_PROPERTY_RUNS);
   return Number.isSafeInteger(runs) && runs > 0 ? runs : ci;
+}
+
+/**
+ * Delivers `delivered` all at once through fetch receivers ordering on `stores`, one receiver per
+ * store (several instances of one endpoint), copy i to receiver i modulo their number; every
+ * answer must be 204. Returns what the handlers saw, in the order they finished (each after a
+ * turn of the event loop, so that deliveries of one flag would overlap if nothing held it).
+ */
+export async function deliverThrough(stores: OrderStore[], delivered: KnownWebhookEvent[]): Promise<WebhookEvent[]> {
+  const seen: WebhookEvent[] = [];
+  const handlers = stores.map((store) =>
+    webhookHandler({
+      secret: SECRET,
+      order: { store },
+      onEvent: async (event) => {
+        await new Promise((resolve) => setImmediate(resolve));
+        seen.push(event);
+      },
+    }),
+  );
+  const answers = await Promise.all(
+    delivered.map(async (event, i) =>
+      (handlers[i % handlers.length] as (typeof handlers)[number])(await signedRequest({ secret: SECRET, event })),
+    ),
+  );
+  expect(answers.map((answer) => answer.status)).toEqual(delivered.map(() => 204));
+  return seen;
 }

@@ -5,11 +5,16 @@ import { isFiniteNumber } from "../../util/finite.js";
 // @cloudflare/workers-types at run time: the runtime's DurableObjectState is assignable to them
 // (checked in test/cloudflare.test-d.ts against @cloudflare/workers-types).
 
-/** The part of a Durable Object's transactional storage {@link DedupeObject} uses. */
+/** The part of a Durable Object's transactional storage {@link DedupeObject} and `OrderObject` use. */
 export interface DedupeObjectStorage {
   get<T = unknown>(key: string): Promise<T | undefined>;
   get<T = unknown>(keys: string[]): Promise<Map<string, T>>;
-  list<T = unknown>(options: { prefix?: string; end?: string; limit?: number }): Promise<Map<string, T>>;
+  list<T = unknown>(options: {
+    prefix?: string;
+    startAfter?: string;
+    end?: string;
+    limit?: number;
+  }): Promise<Map<string, T>>;
   put<T>(entries: Record<string, T>): Promise<void>;
   delete(key: string): Promise<boolean>;
   delete(keys: string[]): Promise<number>;

@@ -118,7 +118,7 @@ export class DurableObjectDedupeStore implements DedupeStore {
 }
 
 /** FNV-1a, 32 bits, over UTF-16 code units: cheap, stable, and spread enough for sharding. */
-function fnv1a(text: string): number {
+export function fnv1a(text: string): number {
   let hash = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
     hash ^= text.charCodeAt(i);

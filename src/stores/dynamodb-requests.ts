@@ -1,0 +1,17 @@
+// What the DynamoDB stores (dedupe, order) share about a request: a bound on its time, and how a
+// failed condition is told from a failed request.
+
+/**
+ * Bounds a request, the SDK's own retries included: a Lambda waiting on an unreachable endpoint
+ * would otherwise sit in them until the function's own timeout. A signal rather than
+ * withTimeout: the SDK takes it, and aborting ends the request and its retries rather than
+ * leaving them running.
+ */
+export function bounded(ms: number): { abortSignal: AbortSignal } {
+  return { abortSignal: AbortSignal.timeout(ms) };
+}
+
+/** Whether a request failed its condition (the item was not as required), not for another reason. */
+export function isConditionFailure<Item>(error: unknown): error is { Item?: Item } {
+  return (error as { name?: unknown } | null)?.name === "ConditionalCheckFailedException";
+}
