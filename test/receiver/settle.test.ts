@@ -284,7 +284,7 @@ describe("a settlement with an inbox's transaction in it (SQLite, better-sqlite3
     const inbox = new SqliteInbox(db, { scope: "settle", ...options });
     await inbox.migrate();
     const committed = () => (reader.prepare("select count(*) as n from effects").get() as { n: number }).n;
-    return { inbox, committed };
+    return { inbox, committed, db };
   }
 
   it("the record tells an inbox's first delivery (handled) from its copy (duplicate), both 204", async () => {
@@ -348,5 +348,63 @@ describe("a settlement with an inbox's transaction in it (SQLite, better-sqlite3
           "whose clock is behind the one that handled it; make it at least that long",
       ),
     ]);
+  });
+
+  it("an inbox that enlists only after the delivery was decided (onEvent did not await it) commits on its own", async () => {
+    const { inbox, committed, db } = await sqliteInbox();
+    const handle = inbox.handle((event, tx) => {
+      tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+    });
+    // A first run holds the connection's turn until `open()`: the delivery's inbox waits for it,
+    // and enlists only once the receiver has answered and decided.
+    let open = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const holding = inbox.handle(async (event, tx) => {
+      tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+      await gate;
+    })(createEvent("flag.updated"));
+    const late: Promise<unknown>[] = [];
+    const receive = webhookHandler({
+      secret: SECRET,
+      onEvent: (event) => {
+        late.push(handle(event));
+      },
+    });
+    const answer = await receive(await signedRequest({ secret: SECRET, event: createEvent("flag.updated") }));
+    expect(answer.status).toBe(204);
+    open();
+    await holding;
+    await Promise.all(late);
+    // Not enlisted in a decision already taken, where nothing would commit it: its transaction left open.
+    expect(committed()).toBe(2);
+    expect(db.inTransaction).toBe(false);
+  });
+
+  it("Express, onEvent answers 200 on res and then runs two inboxes' handlers: both commit on their own", async () => {
+    const first = await sqliteInbox();
+    const second = await sqliteInbox();
+    const write = (event: { id: string }, tx: Database.Database) =>
+      void tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+    const [one, two] = [first.inbox.handle(write), second.inbox.handle(write)];
+    const app = express();
+    app.post(
+      "/webhooks",
+      expressMiddleware<express.Request, express.Response>({
+        secret: SECRET,
+        onEvent: async (event, _req, res: express.Response) => {
+          res.status(200).send("ok");
+          // The answer has left: nothing can hold it for either inbox, and no decision will come.
+          await one(event);
+          await two(event);
+        },
+      }),
+    );
+    const url = await serve(createServer(app));
+    expect(await attempt(url, await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") }))).toBe(200);
+    await sleep(100);
+    expect([first.committed(), second.committed()]).toEqual([1, 1]);
+    expect([first.db.inTransaction, second.db.inTransaction]).toEqual([false, false]);
   });
 });
