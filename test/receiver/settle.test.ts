@@ -350,6 +350,54 @@ describe("a settlement with an inbox's transaction in it (SQLite, better-sqlite3
     ]);
   });
 
+  it("a COMMIT that fails with three inboxes enlisted: 503, the others rolled back, the claim released, the record ends store_unavailable", async () => {
+    // The first inbox's COMMIT fails: a deferred foreign key is checked only then.
+    const failing = await sqliteInbox();
+    failing.db.pragma("foreign_keys = on");
+    failing.db.exec(
+      "create table parents (id text primary key); " +
+        "create table children (parent text references parents (id) deferrable initially deferred)",
+    );
+    const [second, third] = [await sqliteInbox(), await sqliteInbox()];
+    const write = (event: { id: string }, tx: Database.Database) =>
+      void tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+    const orphan = failing.inbox.handle((event, tx) => {
+      write(event, tx);
+      tx.prepare("insert into children (parent) values (?)").run("no such parent");
+    });
+    const [two, three] = [second.inbox.handle(write), third.inbox.handle(write)];
+    const { telemetry, ended } = recording();
+    const errors: unknown[] = [];
+    let runs = 0;
+    const receive = webhookHandler({
+      secret: SECRET,
+      telemetry,
+      dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
+      onError: (error) => errors.push(error),
+      onEvent: async (event) => {
+        runs++;
+        await orphan(event);
+        await two(event);
+        await three(event);
+      },
+    });
+    const event = createEvent("flag.updated");
+    const answer = await receive(await signedRequest({ secret: SECRET, event }));
+    expect([answer.status, await answer.json()]).toEqual([
+      503,
+      { error: { code: "store_unavailable", message: "the store did not record the event; retry later" } },
+    ]);
+    expect(ended).toEqual([{ outcome: "store_unavailable", status: 503 }]);
+    expect(errors).toHaveLength(1);
+    expect(String(errors[0])).toMatch(/FOREIGN KEY constraint failed/);
+    const stores = [failing, second, third];
+    expect(stores.map((store) => store.committed())).toEqual([0, 0, 0]);
+    expect(stores.map((store) => store.db.inTransaction)).toEqual([false, false, false]);
+    // Released: the retry runs the handler again (neither 409 nor a duplicate).
+    expect((await receive(await signedRequest({ secret: SECRET, event }))).status).toBe(503);
+    expect(runs).toBe(2);
+  });
+
   it("an inbox that enlists only after the delivery was decided (onEvent did not await it) commits on its own", async () => {
     const { inbox, committed, db } = await sqliteInbox();
     const handle = inbox.handle((event, tx) => {
