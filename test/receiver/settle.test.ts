@@ -2,7 +2,14 @@ import { createServer, type Server } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
 import express from "express";
-import { createRouter, MemoryDedupeStore, type Telemetry } from "flag-webhooks";
+import {
+  createRouter,
+  MemoryDedupeStore,
+  MemoryOrderStore,
+  type OrderStore,
+  STALE_HEADER,
+  type Telemetry,
+} from "flag-webhooks";
 import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
 import { webhookHandler } from "flag-webhooks/fetch";
 import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
@@ -454,5 +461,68 @@ describe("a settlement with an inbox's transaction in it (SQLite, better-sqlite3
     await sleep(100);
     expect([first.committed(), second.committed()]).toEqual([1, 1]);
     expect([first.db.inTransaction, second.db.inTransaction]).toEqual([false, false]);
+  });
+});
+
+describe("an event all of whose changes are stale, settled without a handler", () => {
+  /** A flag.updated event of `flag` at `createdAt`, turning it on. */
+  const updated = (createdAt: string) =>
+    createEvent("flag.updated", {
+      createdAt,
+      data: { flag: "dark-mode", changes: [{ path: "on", from: null, to: true }] },
+    });
+
+  it("its positions not written (the hold ran out): 503, the claim released, the record ends store_unavailable; the retry is settled stale, a copy then a duplicate", async () => {
+    const memory = new MemoryOrderStore();
+    let lapsed = false;
+    // The store's answer when the hold's lease ran out meanwhile: the hold is over, nothing written.
+    const store: OrderStore = {
+      retention: memory.retention,
+      async hold(flag, lease) {
+        const held = await memory.hold(flag, lease);
+        if (!lapsed) return held;
+        return {
+          positions: held.positions,
+          commit: async () => {
+            await held.release();
+            throw new Error("the hold on the flag ran out");
+          },
+          release: () => held.release(),
+        };
+      },
+    };
+    const { telemetry, ended } = recording();
+    const errors: unknown[] = [];
+    let runs = 0;
+    const receive = webhookHandler({
+      secret: SECRET,
+      telemetry,
+      order: { store },
+      dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
+      onError: (error) => errors.push(error),
+      onEvent: () => void runs++,
+    });
+    const send = async (event: object) => receive(await signedRequest({ secret: SECRET, event }));
+    expect((await send(updated("2026-11-27T09:02:00Z"))).status).toBe(204);
+    const stale = updated("2026-11-27T09:01:00Z");
+    lapsed = true;
+    const refused = await send(stale);
+    expect([refused.status, await refused.json()]).toEqual([
+      503,
+      { error: { code: "store_unavailable", message: "the store did not record the event; retry later" } },
+    ]);
+    expect(errors.map(String)).toEqual(["Error: the hold on the flag ran out"]);
+    lapsed = false;
+    const retried = await send(stale);
+    expect([retried.status, retried.headers.get(STALE_HEADER)]).toEqual([204, "true"]);
+    const copy = await send(stale);
+    expect([copy.status, copy.headers.get("webhook-duplicate")]).toEqual([204, "true"]);
+    expect(runs).toBe(1);
+    expect(ended).toEqual([
+      { outcome: "handled", status: 204 },
+      { outcome: "store_unavailable", status: 503 },
+      { outcome: "stale", status: 204 },
+      { outcome: "duplicate", status: 204 },
+    ]);
   });
 });
