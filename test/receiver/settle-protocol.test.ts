@@ -1,5 +1,5 @@
 import Database from "better-sqlite3";
-import { MemoryDedupeStore, SIGNATURE_HEADER, type WebhookEvent } from "flag-webhooks";
+import { MemoryDedupeStore, SIGNATURE_HEADER, WebhookError, type WebhookEvent } from "flag-webhooks";
 import { SqliteInbox } from "flag-webhooks/sqlite";
 import { createEvent, signedDelivery } from "flag-webhooks/testing";
 import { afterEach, describe, expect, it } from "vitest";
@@ -98,6 +98,34 @@ describe("each report counts once", () => {
     expect(store.calls).toEqual(["claim 60000", "release"]);
     expect(log.filter((line) => line.startsWith("end"))).toEqual(["end handler_error 500"]);
     expect(await copyOf(accept)).toBe("accepted again");
+  });
+});
+
+describe("a delivery not handled: how its record ends, and the answer put in place of a 2xx", () => {
+  const storeDown = () => new WebhookError("store_unavailable", "the queue is down; retry later");
+  it.each([
+    ["no throw, a 404", undefined, 404, "end handler_error 404", undefined],
+    ["no throw, no answer (cut)", undefined, undefined, "end handler_error undefined", undefined],
+    ["a throw, no answer (cut)", new TypeError("failed"), undefined, "end handler_error 500", undefined],
+    ["a WebhookError, no answer (cut)", storeDown(), undefined, "end store_unavailable 503", undefined],
+    ["a throw, answered 500", new TypeError("failed"), 500, "end handler_error 500", undefined],
+    ["a WebhookError, answered 502", storeDown(), 502, "end store_unavailable 502", undefined],
+    ["a WebhookError, answered 200", storeDown(), 200, "end store_unavailable 503", 503],
+    ["a throw, answered 204", new TypeError("failed"), 204, "end handler_error 500", 500],
+  ])("%s: %s; released", async (_case, thrown, status, end, instead) => {
+    const { store, log, accept } = dedupeReceiver();
+    const delivery = accepted(await accept());
+    delivery.finished(thrown);
+    const verdict = await delivery.answered(status);
+    expect(verdict?.status).toBe(instead);
+    if (thrown instanceof WebhookError && verdict) {
+      expect([verdict.headers["retry-after"], JSON.parse(verdict.body ?? "")]).toEqual([
+        "10",
+        { error: { code: "store_unavailable", message: "the queue is down; retry later" } },
+      ]);
+    }
+    expect(log.filter((line) => line.startsWith("end"))).toEqual([end]);
+    expect(store.calls).toEqual(["claim 60000", "release"]);
   });
 });
 
