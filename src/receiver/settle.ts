@@ -213,9 +213,9 @@ class DeliverySettlement implements Settlement {
       return undefined;
     }
     await this.#undo(this.#units);
-    // A handler that threw after it began a 2xx answer (held until now) gets the answer of its
-    // error instead: a 2xx must never leave for an event that was not handled.
-    const instead = threw && isSuccess(status) ? errorResponse(thrown) : undefined;
+    // A 2xx here is one the handler began before it threw (held until now): it gets the answer of
+    // its error instead, since a 2xx must never leave for an event that was not handled.
+    const instead = isSuccess(status) ? errorResponse(thrown) : undefined;
     const known = thrown instanceof WebhookError ? thrown : undefined;
     record?.end(
       known?.code ?? "handler_error",

@@ -129,6 +129,58 @@ describe("a delivery not handled: how its record ends, and the answer put in pla
   });
 });
 
+describe("the delivery's record and a store that marks ids done later", () => {
+  it("the handler runs in the record's context, and its duration is the handler's own", async () => {
+    const seen: { inside: boolean; seconds: number[] } = { inside: false, seconds: [] };
+    let depth = 0;
+    const receiver = createReceiver<[]>({
+      secret: SECRET,
+      telemetry: {
+        delivery: () => ({
+          verified() {},
+          store() {},
+          run(handler) {
+            depth++;
+            try {
+              return handler();
+            } finally {
+              depth--;
+            }
+          },
+          handler: (seconds) => void seen.seconds.push(seconds),
+          end() {},
+        }),
+      },
+    });
+    const before = performance.now();
+    const delivery = accepted(await receiver.accept(await deliveryOf(createEvent("flag.updated"))));
+    seen.inside = delivery.run(() => depth === 1);
+    delivery.finished();
+    const elapsed = (performance.now() - before) / 1000;
+    expect(seen.inside).toBe(true);
+    expect(seen.seconds).toHaveLength(1);
+    // Measured from the delivery's acceptance: no longer than the test's own span around it.
+    expect(seen.seconds[0]).toBeGreaterThanOrEqual(0);
+    expect(seen.seconds[0]).toBeLessThanOrEqual(elapsed);
+  });
+
+  it("a claim on a store that answers later (a SqliteInbox as DedupeStore): the 2xx waits for the id marked done", async () => {
+    const { inbox } = await sqliteInbox();
+    const { log, telemetry } = recordingTelemetry();
+    const receiver = createReceiver<[]>({ secret: SECRET, telemetry, dedupe: { store: inbox, ttl: "1h" } });
+    const event = createEvent("flag.updated");
+    const delivery = accepted(await receiver.accept(await deliveryOf(event)));
+    expect(delivery.holdsAnswer()).toBe(true);
+    delivery.finished();
+    const verdict = delivery.answered(204);
+    expect(verdict).toBeInstanceOf(Promise);
+    expect(log.filter((line) => line.startsWith("end"))).toEqual([]);
+    expect(await verdict).toBeUndefined();
+    expect(log.filter((line) => line.startsWith("end"))).toEqual(["end handled 204"]);
+    expect(await inbox.claim(event.id, 60_000)).toBe("done");
+  });
+});
+
 describe("a client that closed before any answer (clientClosed)", () => {
   it("ends the record once, client_closed; the claim still waits for the handler, and is marked done when it answers 2xx", async () => {
     const { store, log, accept } = dedupeReceiver();
