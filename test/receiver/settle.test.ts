@@ -341,6 +341,37 @@ describe("a settlement with an inbox's transaction in it (SQLite, better-sqlite3
     expect(runs).toBe(2);
   });
 
+  it("an inbox's handler that threw, its error caught by onEvent, which answers 2xx: none of its writes commit", async () => {
+    const { inbox, committed, db } = await sqliteInbox();
+    let fail = true;
+    const handle = inbox.handle((event, tx) => {
+      tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+      if (fail) throw new Error("failed half-way");
+    });
+    const caught: unknown[] = [];
+    const receive = webhookHandler({
+      secret: SECRET,
+      onEvent: async (event) => {
+        try {
+          return await handle(event);
+        } catch (error) {
+          // "Best effort": the app logs the failure and answers 2xx all the same.
+          caught.push(error);
+          return undefined;
+        }
+      },
+    });
+    const event = createEvent("flag.updated");
+    expect((await receive(await signedRequest({ secret: SECRET, event }))).status).toBe(204);
+    expect(caught.map(String)).toEqual(["Error: failed half-way"]);
+    // The inbox's handler threw: its transaction rolls back, as it does when the error reaches the receiver.
+    expect([committed(), db.inTransaction]).toEqual([0, false]);
+    // Nor is the id recorded: a copy runs the handler again.
+    fail = false;
+    const copy = await receive(await signedRequest({ secret: SECRET, event }));
+    expect([copy.status, copy.headers.get("webhook-duplicate"), committed()]).toEqual([204, null, 1]);
+  });
+
   it("an inbox that enlists only after the delivery was decided (onEvent did not await it) commits on its own", async () => {
     const { inbox, committed, db } = await sqliteInbox();
     const handle = inbox.handle((event, tx) => {
