@@ -246,6 +246,37 @@ describe("holdsAnswer(): whether a 2xx must wait for the decision", () => {
   });
 });
 
+describe("an inbox that enlists once the final answer is known", () => {
+  it("is not part of the decision: it commits when its handler resolves, whatever that answer (a response-timeout layer's 503)", async () => {
+    const { handle, committed, db } = await sqliteInbox();
+    const { telemetry } = recordingTelemetry();
+    let delivery: Accepted | undefined;
+    let verdict: ReturnType<Accepted["answered"]> | undefined;
+    const receiver = createReceiver<[]>(
+      {
+        secret: SECRET,
+        telemetry,
+        onEvent: async (event) => {
+          // The layer answered 503 while the handler ran; the handler goes on, and runs the inbox.
+          verdict = delivery?.answered(503);
+          await handle(event);
+        },
+      },
+      {
+        watch(watched) {
+          delivery = watched;
+          return true;
+        },
+      },
+    );
+    await receiver.handle(await deliveryOf(createEvent("flag.updated")));
+    expect(await verdict).toBeUndefined();
+    // Enlisted, it would have been rolled back with the 503, its handler's work lost for a sender that
+    // will retry into an id the inbox never recorded: committed alone, the retry is its duplicate.
+    expect([committed(), db.inTransaction]).toEqual([1, false]);
+  });
+});
+
 const dbs: Database.Database[] = [];
 afterEach(() => {
   for (const db of dbs.splice(0)) db.close();

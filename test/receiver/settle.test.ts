@@ -252,11 +252,13 @@ describe("a settlement with an inbox's transaction in it (SQLite, better-sqlite3
 
   it("Express, an inbox's handler that answers 200 on res and goes on: the 200 leaves only once its transaction committed", async () => {
     const { inbox, committed } = await sqliteInbox();
+    const errors: unknown[] = [];
     const app = express();
     app.post(
       "/webhooks",
       expressMiddleware<express.Request, express.Response>({
         secret: SECRET,
+        onError: (error) => errors.push(error),
         onEvent: inbox.handle(async (event, tx, _req, res: express.Response) => {
           tx.prepare("insert into effects (event_id) values (?)").run(event.id);
           res.status(200).send("ok");
@@ -269,6 +271,32 @@ describe("a settlement with an inbox's transaction in it (SQLite, better-sqlite3
     const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
     expect(await attempt(url, delivery)).toBe(200);
     expect(committed()).toBe(1);
+    expect(errors).toEqual([]);
+  });
+
+  it("Express, the app's onEvent runs an inbox's handler and then fails: the inbox's transaction rolls back with the delivery", async () => {
+    const { inbox, committed, db } = await sqliteInbox();
+    const handle = inbox.handle((event, tx) => {
+      tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+    });
+    const app = express();
+    app.post(
+      "/webhooks",
+      expressMiddleware({
+        secret: SECRET,
+        onError: () => {},
+        onEvent: async (event) => {
+          // Nothing to settle was known when the receiver accepted this delivery: its answer is
+          // watched from the moment the inbox enlists.
+          await handle(event);
+          throw new Error("failed after the inbox's handler");
+        },
+      }),
+    );
+    const url = await serve(createServer(app));
+    const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    expect(await attempt(url, delivery)).toBe(500);
+    expect([committed(), db.inTransaction]).toEqual([0, false]);
   });
 
   it("a router's inbox whose retention is shorter than the replay window allows: the delivery fails, naming the inbox's retention, and nothing is committed", async () => {
@@ -293,53 +321,58 @@ describe("a settlement with an inbox's transaction in it (SQLite, better-sqlite3
     ]);
   });
 
-  it("a COMMIT that fails with three inboxes enlisted: 503, the others rolled back, the claim released, the record ends store_unavailable", async () => {
-    // The first inbox's COMMIT fails: a deferred foreign key is checked only then.
-    const failing = await sqliteInbox();
-    failing.db.pragma("foreign_keys = on");
-    failing.db.exec(
-      "create table parents (id text primary key); " +
-        "create table children (parent text references parents (id) deferrable initially deferred)",
-    );
-    const [second, third] = [await sqliteInbox(), await sqliteInbox()];
-    const write = (event: { id: string }, tx: Database.Database) =>
-      void tx.prepare("insert into effects (event_id) values (?)").run(event.id);
-    const orphan = failing.inbox.handle((event, tx) => {
-      write(event, tx);
-      tx.prepare("insert into children (parent) values (?)").run("no such parent");
-    });
-    const [two, three] = [second.inbox.handle(write), third.inbox.handle(write)];
-    const { telemetry, ended } = recording();
-    const errors: unknown[] = [];
-    let runs = 0;
-    const receive = webhookHandler({
-      secret: SECRET,
-      telemetry,
-      dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
-      onError: (error) => errors.push(error),
-      onEvent: async (event) => {
-        runs++;
-        await orphan(event);
-        await two(event);
-        await three(event);
-      },
-    });
-    const event = createEvent("flag.updated");
-    const answer = await receive(await signedRequest({ secret: SECRET, event }));
-    expect([answer.status, await answer.json()]).toEqual([
-      503,
-      { error: { code: "store_unavailable", message: "the store did not record the event; retry later" } },
-    ]);
-    expect(ended).toEqual([{ outcome: "store_unavailable", status: 503 }]);
-    expect(errors).toHaveLength(1);
-    expect(String(errors[0])).toMatch(/FOREIGN KEY constraint failed/);
-    const stores = [failing, second, third];
-    expect(stores.map((store) => store.committed())).toEqual([0, 0, 0]);
-    expect(stores.map((store) => store.db.inTransaction)).toEqual([false, false, false]);
-    // Released: the retry runs the handler again (neither 409 nor a duplicate).
-    expect((await receive(await signedRequest({ secret: SECRET, event }))).status).toBe(503);
-    expect(runs).toBe(2);
-  });
+  it.each([
+    ["with telemetry and dedupe", true],
+    ["with neither", false],
+  ])(
+    "a COMMIT that fails with three inboxes enlisted, %s: 503, the others rolled back, the claim released, the record ends store_unavailable",
+    async (_case, recorded) => {
+      // The first inbox's COMMIT fails: a deferred foreign key is checked only then.
+      const failing = await sqliteInbox();
+      failing.db.pragma("foreign_keys = on");
+      failing.db.exec(
+        "create table parents (id text primary key); " +
+          "create table children (parent text references parents (id) deferrable initially deferred)",
+      );
+      const [second, third] = [await sqliteInbox(), await sqliteInbox()];
+      const write = (event: { id: string }, tx: Database.Database) =>
+        void tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+      const orphan = failing.inbox.handle((event, tx) => {
+        write(event, tx);
+        tx.prepare("insert into children (parent) values (?)").run("no such parent");
+      });
+      const [two, three] = [second.inbox.handle(write), third.inbox.handle(write)];
+      const { telemetry, ended } = recording();
+      const errors: unknown[] = [];
+      let runs = 0;
+      const receive = webhookHandler({
+        secret: SECRET,
+        ...(recorded ? { telemetry, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } } : {}),
+        onError: (error) => errors.push(error),
+        onEvent: async (event) => {
+          runs++;
+          await orphan(event);
+          await two(event);
+          await three(event);
+        },
+      });
+      const event = createEvent("flag.updated");
+      const answer = await receive(await signedRequest({ secret: SECRET, event }));
+      expect([answer.status, await answer.json()]).toEqual([
+        503,
+        { error: { code: "store_unavailable", message: "the store did not record the event; retry later" } },
+      ]);
+      expect(ended).toEqual(recorded ? [{ outcome: "store_unavailable", status: 503 }] : []);
+      expect(errors).toHaveLength(1);
+      expect(String(errors[0])).toMatch(/FOREIGN KEY constraint failed/);
+      const stores = [failing, second, third];
+      expect(stores.map((store) => store.committed())).toEqual([0, 0, 0]);
+      expect(stores.map((store) => store.db.inTransaction)).toEqual([false, false, false]);
+      // Released: the retry runs the handler again (neither 409 nor a duplicate).
+      expect((await receive(await signedRequest({ secret: SECRET, event }))).status).toBe(503);
+      expect(runs).toBe(2);
+    },
+  );
 
   it("an inbox's handler that threw, its error caught by onEvent, which answers 2xx: none of its writes commit", async () => {
     const { inbox, committed, db } = await sqliteInbox();
@@ -438,6 +471,34 @@ describe("an event all of whose changes are stale, settled without a handler", (
       createdAt,
       data: { flag: "dark-mode", changes: [{ path: "on", from: null, to: true }] },
     });
+
+  it("its positions not written, with neither dedupe nor telemetry: 503, the store's failure reported once", async () => {
+    const memory = new MemoryOrderStore();
+    let lapsed = false;
+    const store: OrderStore = {
+      retention: memory.retention,
+      async hold(flag, lease) {
+        const held = await memory.hold(flag, lease);
+        if (!lapsed) return held;
+        return { ...held, commit: () => held.release().then(() => Promise.reject(new Error("the hold ran out"))) };
+      },
+    };
+    const errors: unknown[] = [];
+    const receive = webhookHandler({
+      secret: SECRET,
+      order: { store },
+      onError: (error) => errors.push(error),
+      onEvent: () => {},
+    });
+    const send = async (event: object) => receive(await signedRequest({ secret: SECRET, event }));
+    expect((await send(updated("2026-11-27T09:02:00Z"))).status).toBe(204);
+    lapsed = true;
+    expect((await send(updated("2026-11-27T09:01:00Z"))).status).toBe(503);
+    lapsed = false;
+    const stale = await send(updated("2026-11-27T09:01:30Z"));
+    expect([stale.status, stale.headers.get(STALE_HEADER)]).toEqual([204, "true"]);
+    expect(errors.map(String)).toEqual(["Error: the hold ran out"]);
+  });
 
   it("its positions not written (the hold ran out): 503, the claim released, the record ends store_unavailable; the retry is settled stale, a copy then a duplicate", async () => {
     const memory = new MemoryOrderStore();
