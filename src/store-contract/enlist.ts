@@ -103,9 +103,11 @@ export function inboxOf(onEvent: unknown): Inbox | undefined {
 /**
  * An inbox's handler run in its transaction `unit`: enlisted in `delivery`'s decision when a
  * receiver delivers the event (the receiver commits or rolls back), settled here otherwise
- * (committed when `run` resolves, rolled back when it throws). `failed` says what a throw of
- * `run` becomes (a store's own failure is `unavailable`: 503, not the handler's 500); a commit
- * that fails is `unavailable`.
+ * (committed when `run` resolves). When `run` throws, the unit is rolled back here at once,
+ * enlisted or not: an `onEvent` that catches the error may still answer 2xx, and a handler that
+ * threw must not have its writes committed. `failed` says what a throw of `run` becomes (a
+ * store's own failure is `unavailable`: 503, not the handler's 500); a commit that fails is
+ * `unavailable`.
  */
 export async function runEnlisted(
   delivery: Participation | undefined,
@@ -114,9 +116,16 @@ export async function runEnlisted(
   failed: (error: unknown) => unknown,
   unavailable: (error: unknown) => unknown,
 ): Promise<unknown> {
+  let threw = false;
+  // What the decision settles: nothing once the handler threw (the unit was rolled back then).
+  const part: Enlisted = {
+    commit: () => (threw ? Promise.resolve() : unit.commit()),
+    rollback: () => (threw ? Promise.resolve() : unit.rollback()),
+    retention: unit.retention,
+  };
   let enlisted: boolean;
   try {
-    enlisted = delivery?.enlist(unit) === true;
+    enlisted = delivery?.enlist(part) === true;
   } catch (error) {
     await unit.rollback();
     throw error;
@@ -125,7 +134,8 @@ export async function runEnlisted(
   try {
     value = await run();
   } catch (error) {
-    if (!enlisted) await unit.rollback();
+    threw = true;
+    await unit.rollback();
     throw failed(error);
   }
   if (!enlisted) await unit.commit().catch((error: unknown) => Promise.reject(unavailable(error)));

@@ -2,7 +2,14 @@ import { createServer, type Server } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
 import express from "express";
-import { createRouter, MemoryDedupeStore, type Telemetry } from "flag-webhooks";
+import {
+  createRouter,
+  MemoryDedupeStore,
+  MemoryOrderStore,
+  type OrderStore,
+  STALE_HEADER,
+  type Telemetry,
+} from "flag-webhooks";
 import { webhookMiddleware as expressMiddleware } from "flag-webhooks/express";
 import { webhookHandler } from "flag-webhooks/fetch";
 import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
@@ -10,81 +17,17 @@ import { SqliteInbox } from "flag-webhooks/sqlite";
 import { createEvent, signedDelivery, signedRequest } from "flag-webhooks/testing";
 import Koa from "koa";
 import { afterEach, describe, expect, it } from "vitest";
-import { runCounter } from "../support/handler-runs.js";
 import { attempt, serverPerTest, urlOf } from "../support/http.js";
 import { databaseFile } from "../support/sqlite.js";
 
 // The receiver's one decision: a delivery is handled when its handler finished and its final
 // answer is 2xx, decided once both are known. A claim is never released while the handler runs,
-// whoever answered meanwhile (a response-timeout layer), and an answer cut mid-way settles too.
+// whoever answered meanwhile (a response-timeout layer: ./retry-storm.test.ts, timed apart from
+// these), and an answer cut mid-way settles too.
 
 const SECRET = "whsec-settle";
 const listenPerTest = serverPerTest();
 const serve = async (server: Server) => urlOf(await listenPerTest(server));
-
-/** A sender that retries every `every` ms for `during` ms whatever it was answered, as a storm of retries would. */
-async function storm(url: string, during: number, every: number): Promise<number[]> {
-  const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
-  const answers: Promise<number>[] = [];
-  const end = Date.now() + during;
-  while (Date.now() < end) {
-    answers.push(attempt(url, delivery));
-    await sleep(every);
-  }
-  return Promise.all(answers);
-}
-
-describe("a response-timeout layer answers 503 while the handler still runs", () => {
-  it("Express (a connect-timeout style layer before the middleware): never a second, concurrent run; copies get 409 meanwhile", async () => {
-    const { count, work } = runCounter();
-    const app = express();
-    app.use((_req, res, next) => {
-      const timer = setTimeout(() => {
-        if (!res.headersSent) res.status(503).json({ error: "timeout" });
-      }, 300);
-      res.on("close", () => clearTimeout(timer));
-      next();
-    });
-    app.post(
-      "/webhooks",
-      expressMiddleware({
-        secret: SECRET,
-        dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
-        onEvent: () => work(900),
-      }),
-    );
-    const answers = await storm(await serve(createServer(app)), 2500, 100);
-    expect(count.most).toBe(1);
-    expect(answers.filter((status) => status === 409).length).toBeGreaterThan(5);
-    // Runs follow one another: at most one per 900 ms of handler.
-    expect(count.runs).toBeLessThanOrEqual(3);
-  });
-
-  it("Koa (a koa-timeout style layer outside the middleware): never a second, concurrent run; copies get 409 meanwhile", async () => {
-    const { count, work } = runCounter();
-    const app = new Koa();
-    app.use(async (ctx, next) => {
-      await Promise.race([
-        next(),
-        sleep(300).then(() => {
-          ctx.status = 503;
-          ctx.body = { error: "timeout" };
-        }),
-      ]);
-    });
-    app.use(
-      koaMiddleware({
-        secret: SECRET,
-        dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
-        onEvent: () => work(900),
-      }),
-    );
-    const answers = await storm(await serve(createServer(app.callback())), 2500, 100);
-    expect(count.most).toBe(1);
-    expect(answers.filter((status) => status === 409).length).toBeGreaterThan(5);
-    expect(count.runs).toBeLessThanOrEqual(3);
-  });
-});
 
 /** A Telemetry that records how each delivery ended. */
 function recording() {
@@ -284,7 +227,7 @@ describe("a settlement with an inbox's transaction in it (SQLite, better-sqlite3
     const inbox = new SqliteInbox(db, { scope: "settle", ...options });
     await inbox.migrate();
     const committed = () => (reader.prepare("select count(*) as n from effects").get() as { n: number }).n;
-    return { inbox, committed };
+    return { inbox, committed, db };
   }
 
   it("the record tells an inbox's first delivery (handled) from its copy (duplicate), both 204", async () => {
@@ -309,11 +252,13 @@ describe("a settlement with an inbox's transaction in it (SQLite, better-sqlite3
 
   it("Express, an inbox's handler that answers 200 on res and goes on: the 200 leaves only once its transaction committed", async () => {
     const { inbox, committed } = await sqliteInbox();
+    const errors: unknown[] = [];
     const app = express();
     app.post(
       "/webhooks",
       expressMiddleware<express.Request, express.Response>({
         secret: SECRET,
+        onError: (error) => errors.push(error),
         onEvent: inbox.handle(async (event, tx, _req, res: express.Response) => {
           tx.prepare("insert into effects (event_id) values (?)").run(event.id);
           res.status(200).send("ok");
@@ -326,6 +271,32 @@ describe("a settlement with an inbox's transaction in it (SQLite, better-sqlite3
     const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
     expect(await attempt(url, delivery)).toBe(200);
     expect(committed()).toBe(1);
+    expect(errors).toEqual([]);
+  });
+
+  it("Express, the app's onEvent runs an inbox's handler and then fails: the inbox's transaction rolls back with the delivery", async () => {
+    const { inbox, committed, db } = await sqliteInbox();
+    const handle = inbox.handle((event, tx) => {
+      tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+    });
+    const app = express();
+    app.post(
+      "/webhooks",
+      expressMiddleware({
+        secret: SECRET,
+        onError: () => {},
+        onEvent: async (event) => {
+          // Nothing to settle was known when the receiver accepted this delivery: its answer is
+          // watched from the moment the inbox enlists.
+          await handle(event);
+          throw new Error("failed after the inbox's handler");
+        },
+      }),
+    );
+    const url = await serve(createServer(app));
+    const delivery = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
+    expect(await attempt(url, delivery)).toBe(500);
+    expect([committed(), db.inTransaction]).toEqual([0, false]);
   });
 
   it("a router's inbox whose retention is shorter than the replay window allows: the delivery fails, naming the inbox's retention, and nothing is committed", async () => {
@@ -347,6 +318,239 @@ describe("a settlement with an inbox's transaction in it (SQLite, better-sqlite3
           "allowance (3720000 ms): a captured delivery could be replayed after its id is forgotten, by a receiver " +
           "whose clock is behind the one that handled it; make it at least that long",
       ),
+    ]);
+  });
+
+  it.each([
+    ["with telemetry and dedupe", true],
+    ["with neither", false],
+  ])(
+    "a COMMIT that fails with three inboxes enlisted, %s: 503, the others rolled back, the claim released, the record ends store_unavailable",
+    async (_case, recorded) => {
+      // The first inbox's COMMIT fails: a deferred foreign key is checked only then.
+      const failing = await sqliteInbox();
+      failing.db.pragma("foreign_keys = on");
+      failing.db.exec(
+        "create table parents (id text primary key); " +
+          "create table children (parent text references parents (id) deferrable initially deferred)",
+      );
+      const [second, third] = [await sqliteInbox(), await sqliteInbox()];
+      const write = (event: { id: string }, tx: Database.Database) =>
+        void tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+      const orphan = failing.inbox.handle((event, tx) => {
+        write(event, tx);
+        tx.prepare("insert into children (parent) values (?)").run("no such parent");
+      });
+      const [two, three] = [second.inbox.handle(write), third.inbox.handle(write)];
+      const { telemetry, ended } = recording();
+      const errors: unknown[] = [];
+      let runs = 0;
+      const receive = webhookHandler({
+        secret: SECRET,
+        ...(recorded ? { telemetry, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } } : {}),
+        onError: (error) => errors.push(error),
+        onEvent: async (event) => {
+          runs++;
+          await orphan(event);
+          await two(event);
+          await three(event);
+        },
+      });
+      const event = createEvent("flag.updated");
+      const answer = await receive(await signedRequest({ secret: SECRET, event }));
+      expect([answer.status, await answer.json()]).toEqual([
+        503,
+        { error: { code: "store_unavailable", message: "the store did not record the event; retry later" } },
+      ]);
+      expect(ended).toEqual(recorded ? [{ outcome: "store_unavailable", status: 503 }] : []);
+      expect(errors).toHaveLength(1);
+      expect(String(errors[0])).toMatch(/FOREIGN KEY constraint failed/);
+      const stores = [failing, second, third];
+      expect(stores.map((store) => store.committed())).toEqual([0, 0, 0]);
+      expect(stores.map((store) => store.db.inTransaction)).toEqual([false, false, false]);
+      // Released: the retry runs the handler again (neither 409 nor a duplicate).
+      expect((await receive(await signedRequest({ secret: SECRET, event }))).status).toBe(503);
+      expect(runs).toBe(2);
+    },
+  );
+
+  it("an inbox's handler that threw, its error caught by onEvent, which answers 2xx: none of its writes commit", async () => {
+    const { inbox, committed, db } = await sqliteInbox();
+    let fail = true;
+    const handle = inbox.handle((event, tx) => {
+      tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+      if (fail) throw new Error("failed half-way");
+    });
+    const caught: unknown[] = [];
+    const receive = webhookHandler({
+      secret: SECRET,
+      onEvent: async (event) => {
+        try {
+          return await handle(event);
+        } catch (error) {
+          // "Best effort": the app logs the failure and answers 2xx all the same.
+          caught.push(error);
+          return undefined;
+        }
+      },
+    });
+    const event = createEvent("flag.updated");
+    expect((await receive(await signedRequest({ secret: SECRET, event }))).status).toBe(204);
+    expect(caught.map(String)).toEqual(["Error: failed half-way"]);
+    // The inbox's handler threw: its transaction rolls back, as it does when the error reaches the receiver.
+    expect([committed(), db.inTransaction]).toEqual([0, false]);
+    // Nor is the id recorded: a copy runs the handler again.
+    fail = false;
+    const copy = await receive(await signedRequest({ secret: SECRET, event }));
+    expect([copy.status, copy.headers.get("webhook-duplicate"), committed()]).toEqual([204, null, 1]);
+  });
+
+  it("an inbox that enlists only after the delivery was decided (onEvent did not await it) commits on its own", async () => {
+    const { inbox, committed, db } = await sqliteInbox();
+    const handle = inbox.handle((event, tx) => {
+      tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+    });
+    // A first run holds the connection's turn until `open()`: the delivery's inbox waits for it,
+    // and enlists only once the receiver has answered and decided.
+    let open = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const holding = inbox.handle(async (event, tx) => {
+      tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+      await gate;
+    })(createEvent("flag.updated"));
+    const late: Promise<unknown>[] = [];
+    const receive = webhookHandler({
+      secret: SECRET,
+      onEvent: (event) => {
+        late.push(handle(event));
+      },
+    });
+    const answer = await receive(await signedRequest({ secret: SECRET, event: createEvent("flag.updated") }));
+    expect(answer.status).toBe(204);
+    open();
+    await holding;
+    await Promise.all(late);
+    // Not enlisted in a decision already taken, where nothing would commit it: its transaction left open.
+    expect(committed()).toBe(2);
+    expect(db.inTransaction).toBe(false);
+  });
+
+  it("Express, onEvent answers 200 on res and then runs two inboxes' handlers: both commit on their own", async () => {
+    const first = await sqliteInbox();
+    const second = await sqliteInbox();
+    const write = (event: { id: string }, tx: Database.Database) =>
+      void tx.prepare("insert into effects (event_id) values (?)").run(event.id);
+    const [one, two] = [first.inbox.handle(write), second.inbox.handle(write)];
+    const app = express();
+    app.post(
+      "/webhooks",
+      expressMiddleware<express.Request, express.Response>({
+        secret: SECRET,
+        onEvent: async (event, _req, res: express.Response) => {
+          res.status(200).send("ok");
+          // The answer has left: nothing can hold it for either inbox, and no decision will come.
+          await one(event);
+          await two(event);
+        },
+      }),
+    );
+    const url = await serve(createServer(app));
+    expect(await attempt(url, await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") }))).toBe(200);
+    await sleep(100);
+    expect([first.committed(), second.committed()]).toEqual([1, 1]);
+    expect([first.db.inTransaction, second.db.inTransaction]).toEqual([false, false]);
+  });
+});
+
+describe("an event all of whose changes are stale, settled without a handler", () => {
+  /** A flag.updated event of `flag` at `createdAt`, turning it on. */
+  const updated = (createdAt: string) =>
+    createEvent("flag.updated", {
+      createdAt,
+      data: { flag: "dark-mode", changes: [{ path: "on", from: null, to: true }] },
+    });
+
+  it("its positions not written, with neither dedupe nor telemetry: 503, the store's failure reported once", async () => {
+    const memory = new MemoryOrderStore();
+    let lapsed = false;
+    const store: OrderStore = {
+      retention: memory.retention,
+      async hold(flag, lease) {
+        const held = await memory.hold(flag, lease);
+        if (!lapsed) return held;
+        return { ...held, commit: () => held.release().then(() => Promise.reject(new Error("the hold ran out"))) };
+      },
+    };
+    const errors: unknown[] = [];
+    const receive = webhookHandler({
+      secret: SECRET,
+      order: { store },
+      onError: (error) => errors.push(error),
+      onEvent: () => {},
+    });
+    const send = async (event: object) => receive(await signedRequest({ secret: SECRET, event }));
+    expect((await send(updated("2026-11-27T09:02:00Z"))).status).toBe(204);
+    lapsed = true;
+    expect((await send(updated("2026-11-27T09:01:00Z"))).status).toBe(503);
+    lapsed = false;
+    const stale = await send(updated("2026-11-27T09:01:30Z"));
+    expect([stale.status, stale.headers.get(STALE_HEADER)]).toEqual([204, "true"]);
+    expect(errors.map(String)).toEqual(["Error: the hold ran out"]);
+  });
+
+  it("its positions not written (the hold ran out): 503, the claim released, the record ends store_unavailable; the retry is settled stale, a copy then a duplicate", async () => {
+    const memory = new MemoryOrderStore();
+    let lapsed = false;
+    // The store's answer when the hold's lease ran out meanwhile: the hold is over, nothing written.
+    const store: OrderStore = {
+      retention: memory.retention,
+      async hold(flag, lease) {
+        const held = await memory.hold(flag, lease);
+        if (!lapsed) return held;
+        return {
+          positions: held.positions,
+          commit: async () => {
+            await held.release();
+            throw new Error("the hold on the flag ran out");
+          },
+          release: () => held.release(),
+        };
+      },
+    };
+    const { telemetry, ended } = recording();
+    const errors: unknown[] = [];
+    let runs = 0;
+    const receive = webhookHandler({
+      secret: SECRET,
+      telemetry,
+      order: { store },
+      dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
+      onError: (error) => errors.push(error),
+      onEvent: () => void runs++,
+    });
+    const send = async (event: object) => receive(await signedRequest({ secret: SECRET, event }));
+    expect((await send(updated("2026-11-27T09:02:00Z"))).status).toBe(204);
+    const stale = updated("2026-11-27T09:01:00Z");
+    lapsed = true;
+    const refused = await send(stale);
+    expect([refused.status, await refused.json()]).toEqual([
+      503,
+      { error: { code: "store_unavailable", message: "the store did not record the event; retry later" } },
+    ]);
+    expect(errors.map(String)).toEqual(["Error: the hold on the flag ran out"]);
+    lapsed = false;
+    const retried = await send(stale);
+    expect([retried.status, retried.headers.get(STALE_HEADER)]).toEqual([204, "true"]);
+    const copy = await send(stale);
+    expect([copy.status, copy.headers.get("webhook-duplicate")]).toEqual([204, "true"]);
+    expect(runs).toBe(1);
+    expect(ended).toEqual([
+      { outcome: "handled", status: 204 },
+      { outcome: "store_unavailable", status: 503 },
+      { outcome: "stale", status: 204 },
+      { outcome: "duplicate", status: 204 },
     ]);
   });
 });
