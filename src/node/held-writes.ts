@@ -16,6 +16,9 @@ export const MAX_HELD_BYTES = 1024 * 1024;
  * gives: past the response's high-water mark a write returns false and `drain` follows on the next
  * turn of the event loop (not at the release: the release waits for `end()`, which a writer held
  * on `drain` would never reach), so a streaming writer pauses and lets other work run between chunks.
+ * A write's callback is called once its chunk is held, as Node calls it once the chunk is handed
+ * to the socket, for the same reason: a writer that awaits each callback before the next write
+ * would otherwise never reach `end()`.
  */
 export class HeldWrites {
   readonly #res: ServerResponse;
@@ -36,7 +39,14 @@ export class HeldWrites {
 
   /** Keeps a write that fits, and returns what Node's write would: false past the high-water mark. */
   add(args: Args): boolean {
-    this.writes.push(args);
+    const [chunk, encoding, callback] = args;
+    // The chunk and its encoding are kept for the release; the callback is answered now, and only once.
+    if (typeof callback === "function" || typeof encoding === "function") {
+      this.writes.push(typeof encoding === "string" ? [chunk, encoding] : [chunk]);
+      process.nextTick((typeof callback === "function" ? callback : encoding) as () => void);
+    } else {
+      this.writes.push(args);
+    }
     this.#bytes += byteLength(args);
     // Node's write counts as activity on the connection, putting off its idle timeout
     // (res.setTimeout, server.timeout): a held one does too, or a long answer written all along

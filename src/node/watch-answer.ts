@@ -8,24 +8,16 @@ import { callbackOf, checkChunk, checkReason, endAfterEnd, headersSent, writeAft
 type Args = unknown[];
 /** Node's response with the old name of writeHead (deprecated in its docs, still there), untyped. */
 type Response = ServerResponse & { writeHeader: ServerResponse["writeHead"] };
+/** The methods watched from the start: every way an answer begins, ends or is cut. */
 type Original = Pick<Response, "writeHeader"> &
-  Pick<
-    ServerResponse,
-    | "writeHead"
-    | "flushHeaders"
-    | "write"
-    | "end"
-    | "destroy"
-    | "setHeader"
-    | "setHeaders"
-    | "appendHeader"
-    | "removeHeader"
-  >;
+  Pick<ServerResponse, "writeHead" | "flushHeaders" | "write" | "end" | "destroy">;
+type HeaderMethod = (typeof HEADER_METHODS)[number][0];
 
 /**
  * The methods that change the head, and the verb of Node's refusal once it is sent. `setHeaders`
  * is one of them although it calls `setHeader`: Node's refuses before reading its argument (an
- * empty or invalid one too).
+ * empty or invalid one too). They are watched only once a 2xx is held: until then Node's own
+ * serve, and most answers (all those the receiver decides at once) are never held.
  */
 const HEADER_METHODS = [
   ["setHeader", "set"],
@@ -83,16 +75,38 @@ export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler
   res.destroy = function destroy(this: ServerResponse, error?: Error) {
     return watch.destroy(this, error);
   };
+  res.once("close", watch.closed);
+  return true;
+}
+
+/** The methods that change the head, refused through `watch` from now on (a held head is fixed). */
+function watchHeaders(res: ServerResponse, watch: AnswerWatch): Partial<Record<HeaderMethod, unknown>> {
+  const methods = res as unknown as Record<HeaderMethod, (...args: Args) => unknown>;
+  const original: Partial<Record<HeaderMethod, unknown>> = {};
   for (const [method, verb] of HEADER_METHODS) {
-    (res as unknown as Record<string, (...args: Args) => unknown>)[method] = function header(
-      this: ServerResponse,
-      ...args: Args
-    ) {
+    original[method] = methods[method];
+    methods[method] = function header(this: ServerResponse, ...args: Args) {
       return watch.header(this, method, verb, args);
     };
   }
-  res.once("close", watch.closed);
-  return true;
+  return original;
+}
+
+/**
+ * Whether Node cut `socket` for idling past its timeout (`res.setTimeout`, `server.timeout`)
+ * while `res` was its answer. Marked by one listener per connection, not one per answer: a
+ * keep-alive connection carries many.
+ */
+const IDLE = Symbol("flag-webhooks.idle");
+type Marked = NonNullable<ServerResponse["socket"]> & { [IDLE]?: ServerResponse | null };
+
+function markIdle(socket: ServerResponse["socket"]): void {
+  const marked = socket as Marked | null;
+  if (!marked || marked[IDLE] !== undefined) return;
+  marked[IDLE] = null;
+  marked.on("timeout", () => {
+    marked[IDLE] = (marked as { _httpMessage?: ServerResponse | null })._httpMessage ?? null;
+  });
 }
 
 class AnswerWatch {
@@ -100,20 +114,21 @@ class AnswerWatch {
   readonly #accepted: Accepted;
   readonly #endsHandler: boolean;
   readonly #original: Original;
+  /** The head's methods as they were before a hold began, to put back: none until then. */
+  #headers: Partial<Record<HeaderMethod, unknown>> | undefined;
   /** The status of the head, once fixed (written, or held). */
   #fixed: number | undefined;
   /** A 2xx answer is being held. */
   #holding = false;
   #head: Args | undefined;
-  readonly #held: HeldWrites;
+  /** The held body: none until a hold begins. */
+  #held: HeldWrites | undefined;
   /** The answer was reported to the receiver. */
   #over = false;
   /** The held answer was written (or replaced): Node has the response again. */
   #released = false;
   /** The connection, kept: Node detaches it from the response before "close". */
   readonly #socket: ServerResponse["socket"];
-  /** The connection went idle past its timeout (`res.setTimeout`, `server.timeout`): Node cuts it. */
-  #timedOut = false;
 
   constructor(res: ServerResponse, accepted: Accepted, endsHandler: boolean) {
     this.#res = res;
@@ -121,16 +136,9 @@ class AnswerWatch {
     this.#endsHandler = endsHandler;
     this.#socket = res.socket;
     const { writeHead, writeHeader, flushHeaders, write, end, destroy } = res as Response;
-    const { setHeader, setHeaders, appendHeader, removeHeader } = res;
-    const headers = { setHeader, setHeaders, appendHeader, removeHeader };
-    this.#original = { writeHead, writeHeader, flushHeaders, write, end, destroy, ...headers };
-    this.#held = new HeldWrites(res);
-    this.#socket?.once("timeout", this.#idle);
+    this.#original = { writeHead, writeHeader, flushHeaders, write, end, destroy };
+    markIdle(this.#socket);
   }
-
-  readonly #idle = (): void => {
-    this.#timedOut = true;
-  };
 
   writeHead(res: ServerResponse, args: Args): ServerResponse {
     if (this.#released) return (this.#original.writeHead as (...args: Args) => ServerResponse).apply(res, args);
@@ -168,9 +176,9 @@ class AnswerWatch {
   }
 
   /** A change to the head: refused once a held answer's head is fixed, as Node refuses it once sent. */
-  header(res: ServerResponse, method: (typeof HEADER_METHODS)[number][0], verb: string, args: Args): unknown {
+  header(res: ServerResponse, method: HeaderMethod, verb: string, args: Args): unknown {
     if (this.#holding && !this.#released) throw headersSent(verb);
-    return (this.#original[method] as (...args: Args) => unknown).apply(res, args);
+    return (this.#headers?.[method] as (...args: Args) => unknown).apply(res, args);
   }
 
   write(res: ServerResponse, args: Args): boolean {
@@ -181,8 +189,9 @@ class AnswerWatch {
     // A chunk Node refuses throws before anything is held, as Node throws before it writes.
     checkChunk(args[0]);
     if (begins) this.#holdImplicit(res);
-    if (!this.#held.fits(args)) return this.#tooLarge(res, args);
-    return this.#held.add(args);
+    const held = this.#held as HeldWrites;
+    if (!held.fits(args)) return this.#tooLarge(res, args);
+    return held.add(args);
   }
 
   /** A held body past its bound: the writer gets the error, and the answer is cut (not handled). */
@@ -223,7 +232,7 @@ class AnswerWatch {
       return result;
     }
     checkChunk(args[0]);
-    if (!this.#held.fits(args)) {
+    if (!this.#held?.fits(args)) {
       this.#tooLarge(res, args);
       return res;
     }
@@ -275,8 +284,8 @@ class AnswerWatch {
    * client still listens.
    */
   #clientLeft(): boolean {
-    const socket = this.#socket;
-    return socket !== null && (this.#timedOut || socket.readableEnded || socket.errored !== null);
+    const socket = this.#socket as Marked | null;
+    return socket !== null && (socket[IDLE] === this.#res || socket.readableEnded || socket.errored !== null);
   }
 
   /** Whether a 2xx answer begins now, to be held: nothing written yet, and something to record. */
@@ -297,6 +306,8 @@ class AnswerWatch {
   #hold(status: number): void {
     this.#holding = true;
     this.#fixed = status;
+    this.#headers ??= watchHeaders(this.#res, this);
+    this.#held ??= new HeldWrites(this.#res);
     looks(this.#res, "headersSent");
   }
 
@@ -307,11 +318,12 @@ class AnswerWatch {
 
   #restore(): void {
     const res = this.#res;
-    Object.assign(res, this.#original);
+    Object.assign(res, this.#original, this.#headers);
     res.off("close", this.closed);
-    this.#socket?.off("timeout", this.#idle);
+    // Only a held answer was made to read as sent (an answer decided at once never was).
+    if (!this.#holding) return;
     // A drain due when the held writes are handed to Node still comes; a cut answer gets none.
-    if (!this.#released) this.#held.stop();
+    if (!this.#released) this.#held?.stop();
     delete (res as { headersSent?: boolean }).headersSent;
     delete (res as { writableEnded?: boolean }).writableEnded;
   }
@@ -333,7 +345,7 @@ class AnswerWatch {
       }
       if (this.#head) res.writeHead(...(this.#head as Parameters<ServerResponse["writeHead"]>));
       else res.statusCode = this.#fixed as number;
-      for (const args of this.#held.writes) (res.write as (...args: Args) => boolean)(...args);
+      for (const args of this.#held?.writes ?? []) (res.write as (...args: Args) => boolean)(...args);
       (res.end as (...args: Args) => ServerResponse)(...endArgs);
     } catch (error) {
       res.destroy(error as Error);

@@ -135,12 +135,11 @@ describe.each(Object.entries(hosts))("on %s, a held 2xx streamed with pipeline()
 describe.each(Object.entries(hosts))(
   "on %s, a held 2xx whose writer waits for each write's callback",
   (_host, host) => {
-    // Broken: a held write keeps its callback until the answer is released, and the release waits
-    // for end(), so a writer that awaits each write's callback before the next (promisified
-    // res.write, the callback form of a Writable) never reaches end(): the answer never leaves and
-    // the sender times out, every retry alike. A fix must call a held write's callback once the
-    // chunk is held (as Node calls it once the chunk is handed to the socket), keeping the bytes.
-    it.fails("answers 200 with the whole body", async () => {
+    // The release waits for end(): a held write whose callback waited for the release too would
+    // never let a writer that awaits each write's callback before the next (promisified res.write,
+    // the callback form of a Writable) reach end(), and the answer would never leave. The callback
+    // comes once the chunk is held, as Node's once the chunk is handed to the socket.
+    it("answers 200 with the whole body", async () => {
       const server = await serve(
         host(async (res) => {
           res.writeHead(200, { "content-type": "text/plain" });
@@ -155,6 +154,26 @@ describe.each(Object.entries(hosts))(
       // A liveness bound, not a speed claim: the route writes 4 bytes.
       const reply = await post(server, await delivery(SECRET), { signal: AbortSignal.timeout(5_000) });
       expect([reply.status, reply.text]).toEqual([200, "abcd"]);
+    });
+
+    it("calls each callback once, before the answer leaves, and keeps each chunk's encoding", async () => {
+      const calls: string[] = [];
+      let sent: Promise<void> | undefined;
+      const server = await serve(
+        host(async (res) => {
+          sent = new Promise((resolve) => res.once("finish", resolve));
+          res.writeHead(200);
+          await new Promise<void>((resolve) => res.write("6869", "hex", () => resolve(void calls.push("hex"))));
+          await new Promise<void>((resolve) => res.write("!", () => resolve(void calls.push("utf8"))));
+          calls.push(`sent before end: ${res.socket?.bytesWritten ?? 0}`);
+          res.end();
+        }),
+      );
+      const reply = await post(server, await delivery(SECRET), { signal: AbortSignal.timeout(5_000) });
+      await sent;
+      expect([reply.status, reply.text]).toEqual([200, "hi!"]);
+      // Not again when the held writes are handed to Node: each callback came once, while held.
+      expect(calls).toEqual(["hex", "utf8", "sent before end: 0"]);
     });
   },
 );
