@@ -3,7 +3,7 @@
 // (node-postgres has no transaction helper: its docs show BEGIN, COMMIT and ROLLBACK sent through
 // client.query, the pattern a handler reuses); postgres.js has its own nested transactions
 // (tx.savepoint), so a transaction statement sent through its tx is refused, naming it.
-import { type Nesting, stepsOf } from "../nested-transactions.js";
+import { type Nesting, refusal, type Step, stepsOf } from "../nested-transactions.js";
 
 /** A pg client's query, as the handler may call it: text or a config, values, a callback. */
 type PgQuery = (...args: unknown[]) => unknown;
@@ -23,6 +23,7 @@ export function pgTx(client: object, nesting: Nesting): unknown {
     const callback = [...args, (config as { callback?: unknown }).callback].find(
       (arg): arg is (error: unknown, result?: unknown) => void => typeof arg === "function",
     );
+    if (isSubmittable(config)) return refuseSubmittable(config, steps, callback);
     const done = nesting
       .runAsync(steps, (sql) => target.query(sql) as Promise<unknown>)
       .then((results) => (results.length === 1 ? results[0] : results));
@@ -36,10 +37,44 @@ export function pgTx(client: object, nesting: Nesting): unknown {
   return forwarding(client, { query });
 }
 
-/** A pg query config's text, unless it is a Submittable (a cursor, a stream), which is sent as it is. */
+/** A pg query config's text, a Submittable's (pg.Query, a cursor, a stream) as well. */
 function textOf(config: unknown): string | undefined {
-  const c = config as { text?: unknown; submit?: unknown } | null;
-  return typeof c?.text === "string" && typeof c.submit !== "function" ? c.text : undefined;
+  const c = config as { text?: unknown } | null;
+  return typeof c?.text === "string" ? c.text : undefined;
+}
+
+/** A Submittable: pg hands it the connection and it sends its own statements. */
+interface Submittable {
+  submit: unknown;
+  callback?: unknown;
+  handleError?: (error: unknown) => void;
+}
+
+function isSubmittable(config: unknown): config is Submittable {
+  return typeof (config as { submit?: unknown } | null)?.submit === "function";
+}
+
+/**
+ * A Submittable that begins, commits or rolls back a transaction is refused: it sends its text to
+ * the connection itself, so it cannot become savepoints, and sent as it is it would end the inbox's
+ * transaction mid-handler. The refusal reaches it as pg's own errors do (its handleError, on a
+ * later tick, so listeners attached after the call hear it); the Submittable is returned, as pg does.
+ */
+function refuseSubmittable(
+  submittable: Submittable,
+  steps: readonly Step[],
+  callback: ((error: unknown) => void) | undefined,
+): Submittable {
+  const statement = steps.find((step) => step.control !== undefined || step.refused !== undefined)?.sql ?? "";
+  const error = refusal(
+    statement,
+    'a transaction statement sent as a Submittable (pg.Query, a cursor, a stream) cannot become a savepoint: send it as text, tx.query("BEGIN")',
+  );
+  if (callback && typeof submittable.callback !== "function") submittable.callback = callback;
+  const handleError = submittable.handleError;
+  if (typeof handleError !== "function") throw error;
+  void Promise.resolve().then(() => handleError.call(submittable, error));
+  return submittable;
 }
 
 /**
