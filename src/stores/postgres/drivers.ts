@@ -83,7 +83,7 @@ export function driverFor(client: unknown): Driver {
       (fn) => (sql as unknown as PostgresJsShape).begin(fn as (tx: PostgresJsShape) => Promise<unknown>),
       async (tx, text, params) => [...(await (tx as PostgresJsShape).unsafe(text, [...params]))],
       async (text, params) => [...(await (sql as unknown as PostgresJsShape).unsafe(text, [...params]))],
-      (tx) => postgresJsTx(tx as never),
+      (tx, ended) => postgresJsTx(tx as never, ended),
     );
   }
   if (c && typeof c.transaction === "function" && typeof c.query === "function") {
@@ -309,7 +309,7 @@ function heldOpen(
   transaction: (fn: (tx: unknown) => Promise<unknown>) => Promise<unknown>,
   inside: (tx: unknown, text: string, params: readonly unknown[]) => Promise<readonly InboxRow[]>,
   outside: (text: string, params: readonly unknown[]) => Promise<readonly InboxRow[]>,
-  forHandler: (tx: unknown) => unknown = (tx) => tx,
+  forHandler: ForHandler = (tx) => tx,
 ): Driver {
   return {
     query: outside,
@@ -320,22 +320,34 @@ function heldOpen(
   };
 }
 
+/**
+ * What the handler gets as `tx` of a client's transaction, and `ended()`, true once the inbox
+ * decided it (committed, rolled back, or gave it up): a tx whose statements would then run
+ * outside the transaction refuses them.
+ */
+type ForHandler = (tx: unknown, ended: () => boolean) => unknown;
+
 /** A transaction on a client that runs it as a callback, held open (see {@link heldOpen}). */
 function heldTransaction(
   transaction: (fn: (tx: unknown) => Promise<unknown>) => Promise<unknown>,
   inside: (tx: unknown, text: string, params: readonly unknown[]) => Promise<readonly InboxRow[]>,
-  forHandler: (tx: unknown) => unknown,
+  forHandler: ForHandler,
 ): Promise<OpenTransaction> {
   return new Promise<OpenTransaction>((opened, failed) => {
-    let decide: (check: string | undefined) => void = () => {};
+    let decided = false;
+    let resolveDecision: (check: string | undefined) => void = () => {};
     const decision = new Promise<string | undefined>((resolve) => {
-      decide = resolve;
+      resolveDecision = resolve;
     });
+    const decide = (check: string | undefined) => {
+      decided = true;
+      resolveDecision(check);
+    };
     let began = false;
     const ended = transaction(async (tx: unknown) => {
       began = true;
       opened({
-        tx: forHandler(tx),
+        tx: forHandler(tx, () => decided),
         query: (text, params) => inside(tx, text, params),
         async commit(check) {
           decide(check);

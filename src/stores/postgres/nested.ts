@@ -79,10 +79,21 @@ function refuseSubmittable(
 
 /**
  * postgres.js's `tx` for the handler: as it is, but a statement that begins, commits or rolls
- * back a transaction (tagged, or through `unsafe`) throws at once, naming `tx.savepoint`.
+ * back a transaction (tagged, or through `unsafe`) throws at once, naming `tx.savepoint`; and once
+ * `ended()` (the inbox committed, rolled back, or gave up the transaction past a deadline), every
+ * statement throws: postgres.js would run it on the connection, outside any transaction, where
+ * it commits on its own (pg's client, dropped or given back, refuses it the same way).
  */
-export function postgresJsTx(tx: (...args: never[]) => unknown): unknown {
+export function postgresJsTx(tx: (...args: never[]) => unknown, ended: () => boolean = () => false): unknown {
+  const live = () => {
+    if (ended()) {
+      throw new Error(
+        "flag-webhooks: the inbox's transaction has ended (it was decided, or the attempt ran past its deadline): this statement through tx is not run",
+      );
+    }
+  };
   const check = (text: string) => {
+    live();
     const steps = stepsOf(text, "postgres");
     if (!steps) return;
     const statement = steps.find((step) => step.control !== undefined || step.refused !== undefined)?.sql ?? text;
@@ -92,7 +103,16 @@ export function postgresJsTx(tx: (...args: never[]) => unknown): unknown {
   };
   const unsafe = (text: unknown, ...rest: unknown[]) => {
     if (typeof text === "string") check(text);
+    else live();
     return (tx as unknown as { unsafe: PgQuery }).unsafe(text, ...rest);
+  };
+  // The other ways postgres.js runs statements: a savepoint, a file of SQL.
+  const guarded = (key: "savepoint" | "file") => {
+    const method = (tx as unknown as Record<string, PgQuery>)[key];
+    return (...args: unknown[]) => {
+      live();
+      return method?.apply(tx, args);
+    };
   };
   return new Proxy(tx, {
     apply(target, self, args: unknown[]) {
@@ -100,7 +120,8 @@ export function postgresJsTx(tx: (...args: never[]) => unknown): unknown {
       if (Array.isArray(strings) && Array.isArray(strings.raw)) check(strings.join(" $ "));
       return Reflect.apply(target, self, args);
     },
-    get: (target, key) => (key === "unsafe" ? unsafe : Reflect.get(target, key)),
+    get: (target, key) =>
+      key === "unsafe" ? unsafe : key === "savepoint" || key === "file" ? guarded(key) : Reflect.get(target, key),
   });
 }
 

@@ -273,12 +273,11 @@ describe.skipIf(skip !== undefined)(
       expect(written).toEqual({ late: expect.stringMatching(/not queryable/), effects: 1 });
     });
 
-    // Broken on postgres.js: past the deadline the worker gives up the attempt's transaction, but
-    // the tx the handler holds still runs statements, so a handler that ignores its signal writes
-    // its effect after the deadline, outside any attempt, and the retry's effect is doubled. A fix
-    // must make postgres.js's tx refuse every statement once the attempt's transaction is given up,
-    // as pg's and the SQLite drivers' do.
-    it.fails("postgres.js: the late write is refused and the effect exists once", async () => {
+    // Past the deadline the worker gives up the attempt's transaction; postgres.js would run a
+    // statement of the tx the handler still holds on the connection, outside any transaction, and a
+    // handler that ignores its signal would double the retry's effect: its tx refuses every
+    // statement once the transaction is given up, as pg's and the SQLite drivers' do.
+    it("postgres.js: the late write is refused and the effect exists once", async () => {
       const sql = postgres(database.url, { max: 4, onnotice: () => {} });
       ends.push(() => sql.end());
       const written = await lateWrite(sql, (tx, id) =>
@@ -286,6 +285,7 @@ describe.skipIf(skip !== undefined)(
       );
       expect(written.effects).toBe(1);
       expect(written.late).not.toBe("written");
+      expect(written.late).toMatch(/transaction has ended/);
     });
   },
 );
