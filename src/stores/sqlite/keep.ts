@@ -87,7 +87,7 @@ export function sqliteKeep(transactions: SqliteTransactions): KeepDatabase {
         rollback: () => open.rollback(),
         // A synchronous connection cannot be cut off under a handler: rolled back, so nothing of
         // the attempt commits (the handler is told through its signal to stop).
-        abandon: () => void open.rollback(),
+        abandon: () => open.rollback(),
       };
     },
   };

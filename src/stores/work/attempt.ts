@@ -90,7 +90,7 @@ export async function attempt<Tx>(ground: Ground, plan: Plan, taken: Taken, fn: 
     return "done";
   } catch (error) {
     if (open) {
-      if (gaveUp.signal.aborted) open.abandon();
+      if (gaveUp.signal.aborted) await open.abandon();
       else await open.rollback();
     } else {
       // The deadline passed before the transaction began: one that begins later holds the row's

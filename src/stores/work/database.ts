@@ -20,8 +20,11 @@ export interface HeldTransaction {
   commit(): Promise<void>;
   /** Rolls back; never rejects. */
   rollback(): Promise<void>;
-  /** Gives up at once while the handler may still be running (past its deadline): nothing of it commits. */
-  abandon(): void;
+  /**
+   * Gives up while the handler may still be running (past its deadline): nothing of it commits, and
+   * resolves once the database was told to let go of the transaction and its locks. Never rejects.
+   */
+  abandon(): Promise<void>;
 }
 
 /** A database, as keep-then-work uses it. */

@@ -153,12 +153,12 @@ describe.skipIf(skip !== undefined)(
 describe.skipIf(skip !== undefined)(
   "keep then work, attacked: a handler stuck in a statement past its deadline",
   () => {
-    // Broken: past the deadline the worker only drops its socket, but the backend keeps waiting in
-    // the handler's statement and keeps the row's lock, so recording the failed attempt waits on that
-    // lock as long as the statement waits (here until the test lets go): drain() and close() hang.
-    // A fix must end the backend's statement (pg_cancel_backend / pg_terminate_backend of its pid)
-    // or record the failure without waiting on the row (lock_timeout, skip locked) at the deadline.
-    it.fails("ends the attempt at its deadline while the handler's statement still waits on the server", async () => {
+    // Past the deadline the worker drops its connection, but the backend keeps waiting in the
+    // handler's statement and keeps the row's lock, so recording the failed attempt would wait on
+    // that lock as long as the statement waits (here until the test lets go): drain() and close()
+    // would hang. The worker cancels that statement (pg_cancel_backend of the pid still in the
+    // attempt's transaction): the transaction rolls back and frees the row at once.
+    it("ends the attempt at its deadline while the handler's statement still waits on the server", async () => {
       const holder = await database.admin.connect();
       const key = Math.floor(Math.random() * 1e9);
       await holder.query("select pg_advisory_lock($1)", [key]);
@@ -190,8 +190,8 @@ describe.skipIf(skip !== undefined)(
       expect(await database.effects(id)).toBe(0);
     }, 20_000);
 
-    // The same on postgres.js: the worker's ROLLBACK waits behind the handler's statement.
-    it.fails("postgres.js: ends the attempt at its deadline while the handler's statement still waits", async () => {
+    // The same on postgres.js, whose ROLLBACK would wait behind the handler's statement.
+    it("postgres.js: ends the attempt at its deadline while the handler's statement still waits", async () => {
       const holder = await database.admin.connect();
       const key = Math.floor(Math.random() * 1e9);
       await holder.query("select pg_advisory_lock($1)", [key]);
