@@ -48,6 +48,8 @@ export interface Driver {
    * when `signal` aborts first (the inbox gave up waiting), the transaction is given up.
    */
   begin(first: Statement, signal: AbortSignal): Promise<Begun>;
+  /** How many transactions it holds open at once (more wait for one to end). */
+  readonly transactions: number;
 }
 
 /** A `pg` Pool, by its shape: `connect()` lends a client with `release()`. */
@@ -84,6 +86,7 @@ export function driverFor(client: unknown): Driver {
       async (tx, text, params) => [...(await (tx as PostgresJsShape).unsafe(text, [...params]))],
       async (text, params) => [...(await (sql as unknown as PostgresJsShape).unsafe(text, [...params]))],
       (tx, ended) => postgresJsTx(tx as never, ended),
+      (sql as { options?: { max?: unknown } }).options?.max,
     );
   }
   if (c && typeof c.transaction === "function" && typeof c.query === "function") {
@@ -211,8 +214,10 @@ function pgPool(pool: PgPoolShape): Driver {
   // The inbox never holds the pool's last connection for its transactions: a handler that also
   // queries the pool (rather than `tx`) always finds one, where holding them all would leave
   // every such handler waiting for the others, for ever under pg's default connectionTimeoutMillis.
-  const slots = turns(Math.max(1, (pool.options?.max ?? 10) - 1));
+  const transactions = Math.max(1, (pool.options?.max ?? 10) - 1);
+  const slots = turns(transactions);
   return {
+    transactions,
     query: async (text, params) => (await pool.query(text, [...params])).rows,
     async begin(first, signal) {
       const free = await slots();
@@ -278,6 +283,7 @@ function pgClient(client: PgClientShape): Driver {
   // during another delivery's transaction would run inside it).
   const turn = turns(1);
   return {
+    transactions: 1,
     async query(text, params) {
       const free = await turn();
       try {
@@ -310,8 +316,11 @@ function heldOpen(
   inside: (tx: unknown, text: string, params: readonly unknown[]) => Promise<readonly InboxRow[]>,
   outside: (text: string, params: readonly unknown[]) => Promise<readonly InboxRow[]>,
   forHandler: ForHandler = (tx) => tx,
+  max: unknown = undefined,
 ): Driver {
   return {
+    // postgres.js's pool size (default 10); an InboxClient's is its own, unknown here.
+    transactions: typeof max === "number" && max >= 1 ? max : Number.POSITIVE_INFINITY,
     query: outside,
     async begin(first, signal) {
       const open = await heldTransaction(transaction, inside, forHandler);

@@ -74,6 +74,7 @@ async function cancelStatement(driver: Driver, pid: unknown, xid: unknown): Prom
 /** A driver as keep-then-work uses it. */
 export function postgresKeep(driver: Driver): KeepDatabase {
   return {
+    capacity: driver.transactions,
     query: (sql, params) => driver.query(sql, params),
     async begin(sql, params): Promise<HeldTransaction> {
       const { transaction, rows } = await driver.begin(

@@ -58,6 +58,8 @@ export function sqliteKeep(transactions: SqliteTransactions): KeepDatabase {
     return open.query(statement.sql, statement.params);
   };
   return {
+    // One writer: one attempt's transaction at a time.
+    capacity: 1,
     async query(sql, params) {
       const open = await transactions.begin();
       let rows: SqliteRow[];

@@ -2,8 +2,9 @@
 // sets a lease, so a process that dies mid-handler still used it up), then run the handler in a
 // transaction that locks the row and commits the "done" mark with the handler's writes. A failure
 // is recorded in a transaction of its own, with the next attempt's time from the schedule.
-import { parseEvent } from "../../events.js";
-import type { KeepDatabase, KeepRow } from "./database.js";
+import { parseEvent, type WebhookEvent } from "../../events.js";
+import { withTimeout } from "../../util/timeout.js";
+import type { HeldTransaction, KeepDatabase, KeepRow } from "./database.js";
 import { attemptsOf, nextAttemptAt, type Schedule } from "./schedule.js";
 import type { KeepStatements } from "./statements.js";
 import type { KeptHandler } from "./types.js";
@@ -50,7 +51,7 @@ export async function take(ground: Ground, plan: Plan, limit: number, id: string
 /** Runs one attempt of a taken (running) event with `fn`. */
 export async function attempt<Tx>(ground: Ground, plan: Plan, taken: Taken, fn: KeptHandler<Tx>): Promise<Outcome> {
   const { db, sql, scope } = ground;
-  let event: ReturnType<typeof parseEvent>;
+  let event: WebhookEvent;
   try {
     event = parseEvent(taken.body);
   } catch (error) {
@@ -58,6 +59,39 @@ export async function attempt<Tx>(ground: Ground, plan: Plan, taken: Taken, fn: 
     // refuse it on every attempt: parked with the reason, not retried.
     return fail(ground, plan, taken, `the body no longer parses: ${messageOf(error)}`, true);
   }
+  const begun = db.begin(sql.lock, [scope, taken.id, taken.attempt]);
+  let open: HeldTransaction;
+  try {
+    // Waiting for a connection (or SQLite's turn) is not the handler's time: it has a bound of its
+    // own, and the handler's deadline starts once the transaction has begun.
+    open = await withTimeout(
+      begun,
+      plan.deadline,
+      () => new Error(`attempt ${taken.attempt} found no free connection within its deadline of ${plan.deadline} ms`),
+      (late) => void late.rollback(),
+    );
+  } catch (error) {
+    // A transaction that begins later holds the row's lock for nobody: rolled back as it comes.
+    return fail(ground, plan, taken, messageOf(error), false);
+  }
+  if (open.rows.length === 0) {
+    // Taken by another worker after this one's lease lapsed, or purged: not ours to run.
+    await open.rollback();
+    return "lost";
+  }
+  return run(ground, plan, taken, open, event, fn);
+}
+
+/** Runs the handler in the attempt's transaction `open`, within the deadline, and marks it done or failed. */
+async function run<Tx>(
+  ground: Ground,
+  plan: Plan,
+  taken: Taken,
+  open: HeldTransaction,
+  event: WebhookEvent,
+  fn: KeptHandler<Tx>,
+): Promise<Outcome> {
+  const { sql, scope } = ground;
   const gaveUp = new AbortController();
   const timer = setTimeout(
     () => gaveUp.abort(new Error(`attempt ${taken.attempt} ran past its deadline of ${plan.deadline} ms`)),
@@ -67,39 +101,21 @@ export async function attempt<Tx>(ground: Ground, plan: Plan, taken: Taken, fn: 
     gaveUp.signal.addEventListener("abort", () => reject(gaveUp.signal.reason), { once: true });
   });
   expired.catch(() => {});
-  let open: Awaited<ReturnType<KeepDatabase["begin"]>> | undefined;
-  const begun = db.begin(sql.lock, [scope, taken.id, taken.attempt]);
   try {
-    open = await Promise.race([begun, expired]);
-    if (open.rows.length === 0) {
-      // Taken by another worker after this one's lease lapsed, or purged: not ours to run.
-      await open.rollback();
-      return "lost";
-    }
-    const held = open;
-    await Promise.race([fn(event, held.tx as Tx, { attempt: taken.attempt, signal: gaveUp.signal }), expired]);
+    await Promise.race([fn(event, open.tx as Tx, { attempt: taken.attempt, signal: gaveUp.signal }), expired]);
     const marked = await Promise.race([
-      held.query(sql.done, [scope, taken.id, ground.now(), ground.retention, taken.attempt]),
+      open.query(sql.done, [scope, taken.id, ground.now(), ground.retention, taken.attempt]),
       expired,
     ]);
     if (marked.length === 0) {
-      await held.rollback();
+      await open.rollback();
       return "lost";
     }
-    await Promise.race([held.commit(), expired]);
+    await Promise.race([open.commit(), expired]);
     return "done";
   } catch (error) {
-    if (open) {
-      if (gaveUp.signal.aborted) await open.abandon();
-      else await open.rollback();
-    } else {
-      // The deadline passed before the transaction began: one that begins later holds the row's
-      // lock for nobody, so it is rolled back as soon as it comes.
-      begun.then(
-        (late) => late.rollback(),
-        () => {},
-      );
-    }
+    if (gaveUp.signal.aborted) await open.abandon();
+    else await open.rollback();
     return fail(ground, plan, taken, messageOf(error), false);
   } finally {
     clearTimeout(timer);

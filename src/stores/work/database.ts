@@ -29,6 +29,11 @@ export interface HeldTransaction {
 
 /** A database, as keep-then-work uses it. */
 export interface KeepDatabase {
+  /**
+   * How many transactions it holds open at once (a pool's, SQLite's one): a worker takes no more
+   * events at a time, so its attempts do not wait for one another's connections.
+   */
+  readonly capacity: number;
   /** One statement, committed on its own. */
   query(sql: string, params: readonly KeepParam[]): Promise<readonly KeepRow[]>;
   /** A transaction of its own, whose first statement is `sql`. */

@@ -29,7 +29,9 @@ export class Worker<Tx> implements InboxWorker {
   async drain(): Promise<number> {
     let count = 0;
     while (!this.#closed) {
-      const taken = await take(this.ground, this.plan, this.loop.concurrency);
+      // No more than the database runs at once: an event taken counts an attempt, which must not be
+      // spent waiting for a connection another of this worker's attempts holds.
+      const taken = await take(this.ground, this.plan, Math.min(this.loop.concurrency, this.ground.db.capacity));
       if (taken.length === 0) return count;
       const running = taken
         .filter((event) => event.state === "running")

@@ -150,6 +150,33 @@ describe.skipIf(skip !== undefined)(
   },
 );
 
+describe.skipIf(skip !== undefined)("keep then work: an attempt that waits for a connection", () => {
+  it("does not count the wait against its handler's deadline: 450 ms waiting, then 300 ms of handler, under 600 ms, is done", async () => {
+    // A pool of 2: the inbox lends one transaction at a time, and a handle() delivery holds it for
+    // 500 ms, so the attempt's BEGIN waits (its take, outside any transaction, does not).
+    const inbox = new PostgresInbox(database.pool(2), { scope: `wait-${Date.now()}` });
+    const held = inbox.handle(() => sleep(500))({
+      id: `evt_holding_wait_${Date.now()}`,
+      type: "flag.updated",
+    } as never);
+    await sleep(50);
+    const id = `evt_wait_${Date.now()}`;
+    await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
+    const worker = inbox.work(
+      async (event, tx) => {
+        await sleep(300);
+        await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+      },
+      { interval: false, deadline: 600, retries: ["1h"] },
+    );
+    expect(await worker.drain()).toBe(1);
+    await held;
+    await worker.close();
+    expect(await inbox.kept(id)).toMatchObject({ state: "done", attempts: 1, lastError: null });
+    expect(await database.effects(id)).toBe(1);
+  });
+});
+
 describe.skipIf(skip !== undefined)(
   "keep then work, attacked: a handler stuck in a statement past its deadline",
   () => {
@@ -293,13 +320,13 @@ describe.skipIf(skip !== undefined)(
 describe.skipIf(skip !== undefined)(
   "keep then work, attacked: more events taken at once than the pool has connections",
   () => {
-    // Broken: a worker takes `concurrency` events at once and counts an attempt of each, but a pool
-    // of 2 lends the inbox one transaction at a time, so the attempts queue for it, and the deadline
-    // runs while they wait: an event whose handler always succeeds well within its deadline spends
-    // its attempts waiting, recorded as "ran past its deadline", and ends parked, some without their
-    // handler ever running. A fix must not count the wait for a connection against an attempt (the
-    // deadline from the transaction's BEGIN), or take no more events than it can begin at once.
-    it.fails("a handler that succeeds in 100 ms under a deadline of 500 ms parks no event", async () => {
+    // A pool of 2 lends the inbox one transaction at a time: a worker that took `concurrency` (12)
+    // events at once, counting an attempt of each, had them queue for it with their deadlines
+    // running, and events whose handler always succeeds well within its deadline spent their
+    // attempts waiting and ended parked (4 of 12), some without their handler ever running. A
+    // worker takes no more events than the database holds transactions at once, and the handler's
+    // deadline starts once its transaction has begun.
+    it("a handler that succeeds in 100 ms under a deadline of 500 ms parks no event", async () => {
       const inbox = new PostgresInbox(database.pool(2), { scope: `crowd-${Date.now()}` });
       const ids = Array.from({ length: 12 }, (_, i) => `evt_crowd_${Date.now()}_${i}`);
       for (const id of ids) await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
