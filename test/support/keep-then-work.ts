@@ -44,6 +44,7 @@ export interface KeepingInbox {
   purge(target: string | { state: "parked" | "pending" | "done"; before?: Date | number }): Promise<number>;
   prune(): Promise<number>;
   claim(id: string, lease: number): Promise<string>;
+  handle(fn: (event: WebhookEvent, tx: never) => unknown): (event: WebhookEvent) => Promise<unknown>;
 }
 
 /** One database under the suite. */
@@ -153,6 +154,28 @@ export function describeKeepThenWork(name: string, setup: () => Promise<KeepSubj
       expect(await inbox.claim(id, 60_000)).toBe("claimed");
       await expect(inbox.enqueue()(eventOf(id))).rejects.toMatchObject({ code: "delivery_in_progress" });
       expect((await inbox.kept(id))?.state).toBe("claimed");
+    });
+
+    it("a copy of a kept event (pending or parked) through handle() is a duplicate 204, not run, and a DedupeStore claim finds it done", async () => {
+      const s = await subjectOf();
+      const inbox = s.inbox(newScope(), Date.now);
+      const [parked, pending] = [newId(), newId()];
+      await inbox.enqueue()(eventOf(parked));
+      expect(await worker(inbox, () => Promise.reject(new Error("poison")), { retries: [] }).drain()).toBe(1);
+      await inbox.enqueue()(eventOf(pending));
+      expect([(await inbox.kept(parked))?.state, (await inbox.kept(pending))?.state]).toEqual(["parked", "pending"]);
+      const ran: string[] = [];
+      const send = await adapterReceiver("fetch", {
+        secret: SECRET,
+        onEvent: inbox.handle((event) => void ran.push(event.id)),
+      });
+      for (const id of [parked, pending]) {
+        const answer = await send(eventJson(id));
+        expect([answer.status, answer.headers["webhook-duplicate"]], id).toEqual([204, "true"]);
+        expect(await inbox.claim(id, 60_000)).toBe("done");
+      }
+      expect(ran).toEqual([]);
+      expect([(await inbox.kept(parked))?.state, (await inbox.kept(pending))?.state]).toEqual(["parked", "pending"]);
     });
 
     it("runs a handler that fails 3 times exactly 4 times, at the schedule's times, its effect once", async () => {
