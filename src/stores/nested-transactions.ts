@@ -301,6 +301,7 @@ export class Nesting {
 /** The savepoint that stands for the handler's transaction at `depth`. */
 const name = (depth: number) => `flag_webhooks_nested_${depth}`;
 
-function refusal(sql: string, why: string): Error {
+/** The error of a statement refused through the inbox's tx: the statement, and why. */
+export function refusal(sql: string, why: string): Error {
   return new Error(`flag-webhooks: refused through the inbox's tx: ${sql.slice(0, 80)}: ${why}`);
 }

@@ -48,6 +48,8 @@ export interface Driver {
    * when `signal` aborts first (the inbox gave up waiting), the transaction is given up.
    */
   begin(first: Statement, signal: AbortSignal): Promise<Begun>;
+  /** How many transactions it holds open at once (more wait for one to end). */
+  readonly transactions: number;
 }
 
 /** A `pg` Pool, by its shape: `connect()` lends a client with `release()`. */
@@ -83,7 +85,8 @@ export function driverFor(client: unknown): Driver {
       (fn) => (sql as unknown as PostgresJsShape).begin(fn as (tx: PostgresJsShape) => Promise<unknown>),
       async (tx, text, params) => [...(await (tx as PostgresJsShape).unsafe(text, [...params]))],
       async (text, params) => [...(await (sql as unknown as PostgresJsShape).unsafe(text, [...params]))],
-      (tx) => postgresJsTx(tx as never),
+      (tx, ended) => postgresJsTx(tx as never, ended),
+      (sql as { options?: { max?: unknown } }).options?.max,
     );
   }
   if (c && typeof c.transaction === "function" && typeof c.query === "function") {
@@ -211,8 +214,10 @@ function pgPool(pool: PgPoolShape): Driver {
   // The inbox never holds the pool's last connection for its transactions: a handler that also
   // queries the pool (rather than `tx`) always finds one, where holding them all would leave
   // every such handler waiting for the others, for ever under pg's default connectionTimeoutMillis.
-  const slots = turns(Math.max(1, (pool.options?.max ?? 10) - 1));
+  const transactions = Math.max(1, (pool.options?.max ?? 10) - 1);
+  const slots = turns(transactions);
   return {
+    transactions,
     query: async (text, params) => (await pool.query(text, [...params])).rows,
     async begin(first, signal) {
       const free = await slots();
@@ -278,6 +283,7 @@ function pgClient(client: PgClientShape): Driver {
   // during another delivery's transaction would run inside it).
   const turn = turns(1);
   return {
+    transactions: 1,
     async query(text, params) {
       const free = await turn();
       try {
@@ -309,9 +315,12 @@ function heldOpen(
   transaction: (fn: (tx: unknown) => Promise<unknown>) => Promise<unknown>,
   inside: (tx: unknown, text: string, params: readonly unknown[]) => Promise<readonly InboxRow[]>,
   outside: (text: string, params: readonly unknown[]) => Promise<readonly InboxRow[]>,
-  forHandler: (tx: unknown) => unknown = (tx) => tx,
+  forHandler: ForHandler = (tx) => tx,
+  max: unknown = undefined,
 ): Driver {
   return {
+    // postgres.js's pool size (default 10); an InboxClient's is its own, unknown here.
+    transactions: typeof max === "number" && max >= 1 ? max : Number.POSITIVE_INFINITY,
     query: outside,
     async begin(first, signal) {
       const open = await heldTransaction(transaction, inside, forHandler);
@@ -320,22 +329,34 @@ function heldOpen(
   };
 }
 
+/**
+ * What the handler gets as `tx` of a client's transaction, and `ended()`, true once the inbox
+ * decided it (committed, rolled back, or gave it up): a tx whose statements would then run
+ * outside the transaction refuses them.
+ */
+type ForHandler = (tx: unknown, ended: () => boolean) => unknown;
+
 /** A transaction on a client that runs it as a callback, held open (see {@link heldOpen}). */
 function heldTransaction(
   transaction: (fn: (tx: unknown) => Promise<unknown>) => Promise<unknown>,
   inside: (tx: unknown, text: string, params: readonly unknown[]) => Promise<readonly InboxRow[]>,
-  forHandler: (tx: unknown) => unknown,
+  forHandler: ForHandler,
 ): Promise<OpenTransaction> {
   return new Promise<OpenTransaction>((opened, failed) => {
-    let decide: (check: string | undefined) => void = () => {};
+    let decided = false;
+    let resolveDecision: (check: string | undefined) => void = () => {};
     const decision = new Promise<string | undefined>((resolve) => {
-      decide = resolve;
+      resolveDecision = resolve;
     });
+    const decide = (check: string | undefined) => {
+      decided = true;
+      resolveDecision(check);
+    };
     let began = false;
     const ended = transaction(async (tx: unknown) => {
       began = true;
       opened({
-        tx: forHandler(tx),
+        tx: forHandler(tx, () => decided),
         query: (text, params) => inside(tx, text, params),
         async commit(check) {
           decide(check);

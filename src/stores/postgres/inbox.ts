@@ -12,6 +12,7 @@ import { type QueryInTransaction, runInOrder, type TransactionOrder } from "../o
 import { Keep } from "../work/keep.js";
 import { KeepingInbox } from "../work/methods.js";
 import { keepStatements } from "../work/statements.js";
+import { RECEIVED, received, stateList } from "../work/states.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction, sameTransaction } from "./drivers.js";
 import { POSTGRES_DIALECT, postgresKeep } from "./keep.js";
 import { orderSchema, positionsIn, prunePositions } from "./order.js";
@@ -127,16 +128,16 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
   }
 
   /**
-   * An `onEvent` that runs `fn(event, tx, ...context)` in a transaction with the event id: the
-   * id and `fn`'s writes through `tx` commit together, once, when the receiver's final answer is
-   * 2xx and before it leaves. A committed id answers a duplicate 204 (`webhook-duplicate: true`)
-   * without running `fn`; an id in another open transaction waits up to `lockTimeout`, then `409
-   * delivery_in_progress`; `fn` throwing, or any answer but 2xx (returned, or written through
-   * the framework), rolls back; Postgres failing, or a COMMIT that did not commit, answers `503
-   * store_unavailable`. `fn` must not end the transaction itself (no COMMIT or ROLLBACK through
-   * `tx`): the inbox sees it, and answers 503 rather than a 2xx it cannot stand behind. Called
-   * outside a receiver (a queue worker), it commits when `fn` resolves. A `createRouter()` router
-   * whose handlers take `(event, tx)` is a valid `fn`.
+   * An `onEvent` that runs `fn(event, tx, ...context)` in a transaction with the event id: the id
+   * and `fn`'s writes through `tx` commit together, once, when the receiver's final answer is 2xx
+   * and before it leaves. A committed id, or one `enqueue()` kept (pending, running, parked),
+   * answers a duplicate 204 (`webhook-duplicate: true`) without running `fn`; an id in another open
+   * transaction waits up to `lockTimeout`, then `409 delivery_in_progress`; `fn` throwing, or any
+   * answer but 2xx (returned, or written through the framework), rolls back; Postgres failing, or a
+   * COMMIT that did not commit, answers `503 store_unavailable`. `fn` must not end the transaction
+   * itself (no COMMIT or ROLLBACK through `tx`): the inbox sees it, and answers 503 rather than a
+   * 2xx it cannot stand behind. Called outside a receiver (a queue worker), it commits when `fn`
+   * resolves. A `createRouter()` router whose handlers take `(event, tx)` is a valid `fn`.
    *
    * @example
    * ```ts
@@ -240,7 +241,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
        )
        select result from claim
        union all
-       select case when state = 'done' then 'done' else 'in_flight' end from ${this.#table}
+       select case when state in ${stateList(RECEIVED)} then 'done' else 'in_flight' end from ${this.#table}
        where scope = $1::text and id = $2::text and not exists (select 1 from claim)`,
       [this.#scope, id, token, Math.max(1, Math.ceil(lease))],
     );
@@ -326,7 +327,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
     // No row: another transaction committed the id while this one waited for it, after this
     // statement's snapshot was taken; a new statement sees it.
     const state = rows[0]?.state ?? (await this.#state(id));
-    if (state === "done") return "done";
+    if (received(state)) return "done";
     throw inProgress(eventId);
   }
 

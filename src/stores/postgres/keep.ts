@@ -14,7 +14,7 @@ export const POSTGRES_DIALECT: Dialect = {
   never: "'infinity'::timestamptz",
   at: (ms) => `to_timestamp((${ms})::float8 / 1000)`,
   lock: " for update skip locked",
-  xid: ", txid_current()::text as xid",
+  xid: ", txid_current()::text as xid, pg_backend_pid() as pid",
 };
 
 /** The check constraint keep-then-work puts on `state`, in place of `handle()`'s. */
@@ -47,9 +47,34 @@ export function keepSchema(table: string, dueIndex: string): string[] {
   ];
 }
 
+/**
+ * Cancels the statement the server runs in transaction `xid` on backend `pid`, if it still does.
+ * Giving up a connection does not stop its backend while a statement runs (Postgres reads the
+ * socket only between statements): a handler stuck past its deadline in a statement that waits
+ * would keep the transaction, and the row's lock with it, as long as it waits, and the failure's
+ * mark would wait behind it. Cancelled, the statement fails, and the transaction rolls back: its
+ * backend ends (pg: its socket was closed) or runs the ROLLBACK queued behind it (postgres.js).
+ * Cancelled rather than ended, so the client's connection is not cut under it (postgres.js's
+ * `sql.end()` then never resolves). The transaction's id (mod 2^32, as pg_stat_activity shows
+ * it) makes sure no other session of a reused pid is ever touched.
+ */
+async function cancelStatement(driver: Driver, pid: unknown, xid: unknown): Promise<void> {
+  if (typeof pid !== "number" || typeof xid !== "string" || !/^\d+$/.test(xid)) return;
+  try {
+    await driver.query(
+      `select pg_cancel_backend(pid) from pg_stat_activity
+       where pid = $1::int and backend_xid::text = ($2::bigint % 4294967296)::text`,
+      [pid, xid],
+    );
+  } catch {
+    // Not allowed, or the database is gone: the failure's mark then waits for the statement.
+  }
+}
+
 /** A driver as keep-then-work uses it. */
 export function postgresKeep(driver: Driver): KeepDatabase {
   return {
+    capacity: driver.transactions,
     query: (sql, params) => driver.query(sql, params),
     async begin(sql, params): Promise<HeldTransaction> {
       const { transaction, rows } = await driver.begin(
@@ -65,7 +90,10 @@ export function postgresKeep(driver: Driver): KeepDatabase {
         query: (text, values: readonly KeepParam[]) => transaction.query(text, values),
         commit: () => transaction.commit(check),
         rollback: () => transaction.rollback(),
-        abandon: () => transaction.abort(),
+        async abandon() {
+          transaction.abort();
+          await cancelStatement(driver, rows[0]?.pid, rows[0]?.xid);
+        },
       };
     },
   };

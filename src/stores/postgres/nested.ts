@@ -3,7 +3,7 @@
 // (node-postgres has no transaction helper: its docs show BEGIN, COMMIT and ROLLBACK sent through
 // client.query, the pattern a handler reuses); postgres.js has its own nested transactions
 // (tx.savepoint), so a transaction statement sent through its tx is refused, naming it.
-import { type Nesting, stepsOf } from "../nested-transactions.js";
+import { type Nesting, refusal, type Step, stepsOf } from "../nested-transactions.js";
 
 /** A pg client's query, as the handler may call it: text or a config, values, a callback. */
 type PgQuery = (...args: unknown[]) => unknown;
@@ -23,6 +23,7 @@ export function pgTx(client: object, nesting: Nesting): unknown {
     const callback = [...args, (config as { callback?: unknown }).callback].find(
       (arg): arg is (error: unknown, result?: unknown) => void => typeof arg === "function",
     );
+    if (isSubmittable(config)) return refuseSubmittable(config, steps, callback);
     const done = nesting
       .runAsync(steps, (sql) => target.query(sql) as Promise<unknown>)
       .then((results) => (results.length === 1 ? results[0] : results));
@@ -36,18 +37,63 @@ export function pgTx(client: object, nesting: Nesting): unknown {
   return forwarding(client, { query });
 }
 
-/** A pg query config's text, unless it is a Submittable (a cursor, a stream), which is sent as it is. */
+/** A pg query config's text, a Submittable's (pg.Query, a cursor, a stream) as well. */
 function textOf(config: unknown): string | undefined {
-  const c = config as { text?: unknown; submit?: unknown } | null;
-  return typeof c?.text === "string" && typeof c.submit !== "function" ? c.text : undefined;
+  const c = config as { text?: unknown } | null;
+  return typeof c?.text === "string" ? c.text : undefined;
+}
+
+/** A Submittable: pg hands it the connection and it sends its own statements. */
+interface Submittable {
+  submit: unknown;
+  callback?: unknown;
+  handleError?: (error: unknown) => void;
+}
+
+function isSubmittable(config: unknown): config is Submittable {
+  return typeof (config as { submit?: unknown } | null)?.submit === "function";
+}
+
+/**
+ * A Submittable that begins, commits or rolls back a transaction is refused: it sends its text to
+ * the connection itself, so it cannot become savepoints, and sent as it is it would end the inbox's
+ * transaction mid-handler. The refusal reaches it as pg's own errors do (its handleError, on a
+ * later tick, so listeners attached after the call hear it); the Submittable is returned, as pg does.
+ */
+function refuseSubmittable(
+  submittable: Submittable,
+  steps: readonly Step[],
+  callback: ((error: unknown) => void) | undefined,
+): Submittable {
+  const statement = steps.find((step) => step.control !== undefined || step.refused !== undefined)?.sql ?? "";
+  const error = refusal(
+    statement,
+    'a transaction statement sent as a Submittable (pg.Query, a cursor, a stream) cannot become a savepoint: send it as text, tx.query("BEGIN")',
+  );
+  if (callback && typeof submittable.callback !== "function") submittable.callback = callback;
+  const handleError = submittable.handleError;
+  if (typeof handleError !== "function") throw error;
+  void Promise.resolve().then(() => handleError.call(submittable, error));
+  return submittable;
 }
 
 /**
  * postgres.js's `tx` for the handler: as it is, but a statement that begins, commits or rolls
- * back a transaction (tagged, or through `unsafe`) throws at once, naming `tx.savepoint`.
+ * back a transaction (tagged, or through `unsafe`) throws at once, naming `tx.savepoint`; and once
+ * `ended()` (the inbox committed, rolled back, or gave up the transaction past a deadline), every
+ * statement throws: postgres.js would run it on the connection, outside any transaction, where
+ * it commits on its own (pg's client, dropped or given back, refuses it the same way).
  */
-export function postgresJsTx(tx: (...args: never[]) => unknown): unknown {
+export function postgresJsTx(tx: (...args: never[]) => unknown, ended: () => boolean = () => false): unknown {
+  const live = () => {
+    if (ended()) {
+      throw new Error(
+        "flag-webhooks: the inbox's transaction has ended (it was decided, or the attempt ran past its deadline): this statement through tx is not run",
+      );
+    }
+  };
   const check = (text: string) => {
+    live();
     const steps = stepsOf(text, "postgres");
     if (!steps) return;
     const statement = steps.find((step) => step.control !== undefined || step.refused !== undefined)?.sql ?? text;
@@ -57,7 +103,16 @@ export function postgresJsTx(tx: (...args: never[]) => unknown): unknown {
   };
   const unsafe = (text: unknown, ...rest: unknown[]) => {
     if (typeof text === "string") check(text);
+    else live();
     return (tx as unknown as { unsafe: PgQuery }).unsafe(text, ...rest);
+  };
+  // The other ways postgres.js runs statements: a savepoint, a file of SQL.
+  const guarded = (key: "savepoint" | "file") => {
+    const method = (tx as unknown as Record<string, PgQuery>)[key];
+    return (...args: unknown[]) => {
+      live();
+      return method?.apply(tx, args);
+    };
   };
   return new Proxy(tx, {
     apply(target, self, args: unknown[]) {
@@ -65,7 +120,8 @@ export function postgresJsTx(tx: (...args: never[]) => unknown): unknown {
       if (Array.isArray(strings) && Array.isArray(strings.raw)) check(strings.join(" $ "));
       return Reflect.apply(target, self, args);
     },
-    get: (target, key) => (key === "unsafe" ? unsafe : Reflect.get(target, key)),
+    get: (target, key) =>
+      key === "unsafe" ? unsafe : key === "savepoint" || key === "file" ? guarded(key) : Reflect.get(target, key),
   });
 }
 

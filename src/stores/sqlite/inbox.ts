@@ -1,8 +1,7 @@
-// The transactional inbox on SQLite: the event id is written in the same transaction as the
-// handler's writes, and that transaction commits only when the receiver has decided the delivery
-// was handled (its final answer is 2xx), before that answer leaves. On D1 and a Durable Object's
-// storage, which cannot hold a transaction open, the handler returns its writes and they run at
-// COMMIT, in one batch with the id.
+// The transactional inbox on SQLite: the event id is written in the same transaction as the handler's
+// writes, which commits only once the receiver decided the delivery was handled (its final answer is
+// 2xx), before that answer leaves. On D1 and a Durable Object's storage, which cannot hold a
+// transaction open, the handler returns its writes and they run at COMMIT, in one batch with the id.
 import type { WebhookEvent } from "../../events.js";
 import type { ClaimResult, DedupeStore } from "../../store-contract/dedupe-store.js";
 import {
@@ -20,6 +19,7 @@ import { runInOrder } from "../order/in-transaction.js";
 import { Keep } from "../work/keep.js";
 import { KeepingInbox } from "../work/methods.js";
 import { keepStatements } from "../work/statements.js";
+import { received } from "../work/states.js";
 import { type BatchDriver, d1Driver, durableObjectDriver, isD1, isDurableObjectSql } from "./batch.js";
 import { withinDeadline } from "./deadline.js";
 import {
@@ -143,11 +143,12 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
   /**
    * An `onEvent` that runs `fn(event, tx, ...context)` in a transaction with the event id: the id
    * and `fn`'s writes through `tx` commit together, once, when the receiver's final answer is 2xx
-   * and before it leaves. A committed id answers a duplicate 204 (`webhook-duplicate: true`)
-   * without running `fn`; `fn` throwing, or any answer but 2xx, rolls back; the database failing
-   * (locked past `timeout`, full, read-only, gone), or a COMMIT that did not commit, answers `503
-   * store_unavailable`. `fn` must not end the transaction itself (no COMMIT, ROLLBACK or BEGIN
-   * through `tx`): the inbox sees it, and answers 503 rather than a 2xx it cannot stand behind.
+   * and before it leaves. A committed id, or one `enqueue()` kept (pending, running, parked),
+   * answers a duplicate 204 (`webhook-duplicate: true`) without running `fn`; `fn` throwing, or any
+   * answer but 2xx, rolls back; the database failing (locked past `timeout`, full, read-only,
+   * gone), or a COMMIT that did not commit, answers `503 store_unavailable`. `fn` must not end the
+   * transaction itself (no COMMIT, ROLLBACK or BEGIN through `tx`): the inbox sees it, and answers
+   * 503 rather than a 2xx it cannot stand behind.
    *
    * On D1 and a Durable Object's storage, `fn(event, db, ...context)` returns the statements to
    * run (`db.prepare(sql).bind(...)`, or `[sql, ...bindings]`), and they run at COMMIT in one
@@ -206,9 +207,8 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     const claim = [this.#scope, id, this.#token, now + Math.max(1, Math.ceil(lease)), now, now];
     const state = async (query: (sql: string, params: readonly Param[]) => Promise<SqliteRow[]>) => {
       if ((await query(this.#sql.claimLease, claim)).length > 0) return "claimed";
-      // Not claimed: the id is there unexpired (none but a done one is "done").
       const rows = await query(this.#sql.state, [this.#scope, id, now]);
-      return rows[0]?.state === "done" ? "done" : "in_flight";
+      return received(rows[0]?.state) ? "done" : "in_flight";
     };
     if (this.#batch) {
       const batch = this.#batch;
@@ -238,11 +238,11 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     context: Context,
   ): Promise<unknown> {
     const id = await storedId(event.id);
-    // A copy of a handled id is answered from what is committed, without waiting for the turn
-    // or the write lock: copies replayed at speed then cost a read each, and hold up nobody.
+    // A copy of a handled (or kept) id is answered from what is committed, without waiting for the
+    // turn or the write lock: copies replayed at speed then cost a read each, and hold up nobody.
     const params = [this.#scope, id, Date.now()];
     const committed = (this.#interactive as InteractiveDriver).committed(this.#sql.state, params);
-    if (committed?.[0]?.state === "done") return duplicateReply();
+    if (received(committed?.[0]?.state)) return duplicateReply();
     const open = await this.#begin();
     let state: string;
     try {
@@ -253,8 +253,8 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     }
     if (state !== "claimed") {
       await open.rollback();
-      if (state === "done") return duplicateReply();
-      // Claimed, unexpired, committed: a DedupeStore claim of this scope (the same scope used both ways).
+      // Else claimed, unexpired, committed: a DedupeStore claim of this scope (the scope used both ways).
+      if (received(state)) return duplicateReply();
       throw inProgress(event.id);
     }
     const unit: Enlisted = {
@@ -287,7 +287,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     } catch (error) {
       throw unavailable(error);
     }
-    if (rows[0]?.state === "done") return duplicateReply();
+    if (received(rows[0]?.state)) return duplicateReply();
     if (rows[0]?.state === "claimed") throw inProgress(event.id);
     let statements: readonly unknown[] = [];
     const unit: Enlisted = {

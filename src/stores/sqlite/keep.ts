@@ -58,6 +58,8 @@ export function sqliteKeep(transactions: SqliteTransactions): KeepDatabase {
     return open.query(statement.sql, statement.params);
   };
   return {
+    // One writer: one attempt's transaction at a time.
+    capacity: 1,
     async query(sql, params) {
       const open = await transactions.begin();
       let rows: SqliteRow[];
@@ -87,7 +89,7 @@ export function sqliteKeep(transactions: SqliteTransactions): KeepDatabase {
         rollback: () => open.rollback(),
         // A synchronous connection cannot be cut off under a handler: rolled back, so nothing of
         // the attempt commits (the handler is told through its signal to stop).
-        abandon: () => void open.rollback(),
+        abandon: () => open.rollback(),
       };
     },
   };

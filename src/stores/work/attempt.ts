@@ -4,8 +4,9 @@
 // is recorded in a transaction of its own, with the next attempt's time from the schedule.
 import { parseEvent, type WebhookEvent } from "../../events.js";
 import type { InboxTelemetry } from "../../telemetry.js";
+import { withTimeout } from "../../util/timeout.js";
 import { runInOrder, type TransactionOrder } from "../order/in-transaction.js";
-import type { KeepDatabase, KeepRow } from "./database.js";
+import type { HeldTransaction, KeepDatabase, KeepRow } from "./database.js";
 import { attemptsOf, nextAttemptAt, type Schedule } from "./schedule.js";
 import type { KeepStatements } from "./statements.js";
 import type { KeptHandler } from "./types.js";
@@ -59,7 +60,7 @@ export async function take(ground: Ground, plan: Plan, limit: number, id: string
 /** Runs one attempt of a taken (running) event with `fn`. */
 export async function attempt<Tx>(ground: Ground, plan: Plan, taken: Taken, fn: KeptHandler<Tx>): Promise<Outcome> {
   const { db, sql, scope } = ground;
-  let event: ReturnType<typeof parseEvent>;
+  let event: WebhookEvent;
   try {
     event = parseEvent(taken.body);
   } catch (error) {
@@ -67,6 +68,39 @@ export async function attempt<Tx>(ground: Ground, plan: Plan, taken: Taken, fn: 
     // refuse it on every attempt: parked with the reason, not retried.
     return fail(ground, plan, taken, `the body no longer parses: ${messageOf(error)}`, true);
   }
+  const begun = db.begin(sql.lock, [scope, taken.id, taken.attempt]);
+  let open: HeldTransaction;
+  try {
+    // Waiting for a connection (or SQLite's turn) is not the handler's time: it has a bound of its
+    // own, and the handler's deadline starts once the transaction has begun.
+    open = await withTimeout(
+      begun,
+      plan.deadline,
+      () => new Error(`attempt ${taken.attempt} found no free connection within its deadline of ${plan.deadline} ms`),
+      (late) => void late.rollback(),
+    );
+  } catch (error) {
+    // A transaction that begins later holds the row's lock for nobody: rolled back as it comes.
+    return fail(ground, plan, taken, messageOf(error), false);
+  }
+  if (open.rows.length === 0) {
+    // Taken by another worker after this one's lease lapsed, or purged: not ours to run.
+    await open.rollback();
+    return "lost";
+  }
+  return run(ground, plan, taken, open, event, fn);
+}
+
+/** Runs the handler in the attempt's transaction `open`, within the deadline, and marks it done or failed. */
+async function run<Tx>(
+  ground: Ground,
+  plan: Plan,
+  taken: Taken,
+  open: HeldTransaction,
+  event: WebhookEvent,
+  fn: KeptHandler<Tx>,
+): Promise<Outcome> {
+  const { sql, scope } = ground;
   const gaveUp = new AbortController();
   const timer = setTimeout(
     () => gaveUp.abort(new Error(`attempt ${taken.attempt} ran past its deadline of ${plan.deadline} ms`)),
@@ -76,41 +110,23 @@ export async function attempt<Tx>(ground: Ground, plan: Plan, taken: Taken, fn: 
     gaveUp.signal.addEventListener("abort", () => reject(gaveUp.signal.reason), { once: true });
   });
   expired.catch(() => {});
-  let open: Awaited<ReturnType<KeepDatabase["begin"]>> | undefined;
-  const begun = db.begin(sql.lock, [scope, taken.id, taken.attempt]);
   try {
-    open = await Promise.race([begun, expired]);
-    if (open.rows.length === 0) {
-      // Taken by another worker after this one's lease lapsed, or purged: not ours to run.
-      await open.rollback();
-      return "lost";
-    }
-    const held = open;
-    const run = (seen: WebhookEvent) => fn(seen, held.tx as Tx, { attempt: taken.attempt, signal: gaveUp.signal });
+    const handler = (seen: WebhookEvent) => fn(seen, open.tx as Tx, { attempt: taken.attempt, signal: gaveUp.signal });
     // An event all of whose changes are stale is marked done without the handler (unless handleStale).
-    await Promise.race([runInOrder(ground.order, held.query, event, run), expired]);
+    await Promise.race([runInOrder(ground.order, open.query, event, handler), expired]);
     const marked = await Promise.race([
-      held.query(sql.done, [scope, taken.id, ground.now(), ground.retention, taken.attempt]),
+      open.query(sql.done, [scope, taken.id, ground.now(), ground.retention, taken.attempt]),
       expired,
     ]);
     if (marked.length === 0) {
-      await held.rollback();
+      await open.rollback();
       return "lost";
     }
-    await Promise.race([held.commit(), expired]);
+    await Promise.race([open.commit(), expired]);
     return "done";
   } catch (error) {
-    if (open) {
-      if (gaveUp.signal.aborted) open.abandon();
-      else await open.rollback();
-    } else {
-      // The deadline passed before the transaction began: one that begins later holds the row's
-      // lock for nobody, so it is rolled back as soon as it comes.
-      begun.then(
-        (late) => late.rollback(),
-        () => {},
-      );
-    }
+    if (gaveUp.signal.aborted) await open.abandon();
+    else await open.rollback();
     return fail(ground, plan, taken, messageOf(error), false);
   } finally {
     clearTimeout(timer);
@@ -126,6 +142,22 @@ async function fail(ground: Ground, plan: Plan, taken: Taken, reason: string, pa
 
 /** What is recorded of a failure: its message, cut to 1,000 characters. */
 function messageOf(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = textOf(error instanceof Error ? error.message : error).replaceAll("\u0000", "\\u0000");
   return message.length > 1000 ? `${message.slice(0, 999)}…` : message;
+}
+
+/**
+ * What a handler threw, as text, whatever it is: recording the failure must not fail with it, or
+ * the event stays running until its lease lapses. An object without a prototype has no toString
+ * (String() throws), a message set to an object cannot be bound by better-sqlite3, and Postgres
+ * text cannot hold a NUL (written as \u0000 by messageOf).
+ */
+function textOf(value: unknown): string {
+  if (typeof value === "string") return value;
+  try {
+    const json = typeof value === "object" && value !== null ? JSON.stringify(value) : undefined;
+    return json ?? String(value);
+  } catch {
+    return typeof value;
+  }
 }

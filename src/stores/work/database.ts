@@ -20,12 +20,20 @@ export interface HeldTransaction {
   commit(): Promise<void>;
   /** Rolls back; never rejects. */
   rollback(): Promise<void>;
-  /** Gives up at once while the handler may still be running (past its deadline): nothing of it commits. */
-  abandon(): void;
+  /**
+   * Gives up while the handler may still be running (past its deadline): nothing of it commits, and
+   * resolves once the database was told to let go of the transaction and its locks. Never rejects.
+   */
+  abandon(): Promise<void>;
 }
 
 /** A database, as keep-then-work uses it. */
 export interface KeepDatabase {
+  /**
+   * How many transactions it holds open at once (a pool's, SQLite's one): a worker takes no more
+   * events at a time, so its attempts do not wait for one another's connections.
+   */
+  readonly capacity: number;
   /** One statement, committed on its own. */
   query(sql: string, params: readonly KeepParam[]): Promise<readonly KeepRow[]>;
   /** A transaction of its own, whose first statement is `sql`. */

@@ -15,7 +15,7 @@ import { countsOf } from "./counts.js";
 import type { KeepDatabase, KeepRow } from "./database.js";
 import { scheduleOf } from "./schedule.js";
 import type { KeepStatements } from "./statements.js";
-import type { InboxState } from "./states.js";
+import { type InboxState, received } from "./states.js";
 import { tracedAttempt, traceToKeep } from "./traced.js";
 import type {
   EnqueueOptions,
@@ -88,9 +88,7 @@ export class Keep {
         // Already there: a copy of a kept or handled event is a duplicate; one that `handle()` or a
         // DedupeStore claim holds right now is in progress, and the sender's retry will find it.
         const row = await this.#store(() => this.#ground.db.query(this.#ground.sql.one, [this.settings.scope, id]));
-        if (row[0]?.state === "claimed") {
-          throw inProgress(event.id);
-        }
+        if (!received(row[0]?.state)) throw inProgress(event.id);
         return duplicateReply();
       }
       if (!(run && plan)) return ACCEPTED;

@@ -14,7 +14,7 @@ export interface Dialect {
   at(ms: string): string;
   /** What follows the select of rows to take: `for update skip locked` on Postgres. */
   readonly lock: string;
-  /** A column the lock statement adds (Postgres: the transaction id, to check at COMMIT). */
+  /** Columns the lock statement adds (Postgres: the transaction id, to check at COMMIT, and the backend's pid). */
   readonly xid: string;
 }
 

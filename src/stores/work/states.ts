@@ -16,6 +16,18 @@ export const STATES: readonly InboxState[] = ["claimed", "done", "pending", "run
 export const KEPT: readonly InboxState[] = ["pending", "running", "parked"];
 
 /**
+ * The states whose copy is a duplicate, however it comes (`enqueue()`, `handle()`, a DedupeStore
+ * claim): handled, or kept (a worker runs it, or it waits parked for a replay). Either way the
+ * sender's delivery was received, and a copy must neither run it again nor wait for it.
+ */
+export const RECEIVED: readonly InboxState[] = ["done", ...KEPT];
+
+/** Whether a copy of an event whose row is in `state` is a duplicate (see {@link RECEIVED}). */
+export function received(state: unknown): boolean {
+  return RECEIVED.includes(state as InboxState);
+}
+
+/**
  * The condition of a due row, with `now` the SQL of the clock's value: pending and its next
  * attempt's time has come, or running and its lease has lapsed (the worker that took it stopped,
  * or hung past it: its attempt was counted when it took it).

@@ -32,7 +32,10 @@ export interface KeepOptions {
   jitter?: number;
   /** The source of the jitter, for tests. Default `Math.random`. */
   random?: () => number;
-  /** How long one attempt may run before it counts as failed (its signal aborts). Default `"1m"`. */
+  /**
+   * How long one attempt's handler may run, from when its transaction has begun, before it counts as
+   * failed (its signal aborts); the wait for a free connection before that is bounded as long. Default `"1m"`.
+   */
   deadline?: number | string;
   /**
    * How long a taken event is the taker's: past it, another worker may take it (the one that took
@@ -51,7 +54,10 @@ export interface KeepOptions {
 export interface WorkOptions extends KeepOptions {
   /** How often an idle worker looks for due events, in ms or as a duration; `false`: never (call `drain()`). Default `"1s"`. */
   interval?: number | string | false;
-  /** How many events one worker runs at once (Postgres; SQLite runs one at a time). Default `1`. */
+  /**
+   * How many events one worker runs at once, at most as many as the inbox holds transactions at
+   * once (a pg Pool's `max` less one, postgres.js's `max`; SQLite runs one at a time). Default `1`.
+   */
   concurrency?: number;
   /** Told of the worker's own failures (the database unreachable); the worker goes on. Default: `console.error`. */
   onError?: (error: unknown) => void;

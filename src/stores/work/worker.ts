@@ -30,7 +30,9 @@ export class Worker<Tx> implements InboxWorker {
   async drain(): Promise<number> {
     let count = 0;
     while (!this.#closed) {
-      const taken = await take(this.ground, this.plan, this.loop.concurrency);
+      // No more than the database runs at once: an event taken counts an attempt, which must not be
+      // spent waiting for a connection another of this worker's attempts holds.
+      const taken = await take(this.ground, this.plan, Math.min(this.loop.concurrency, this.ground.db.capacity));
       if (taken.length === 0) return count;
       // Each runs, or, parked by the take (its last attempt never ended), is told to telemetry.
       const attempts = taken.map((event) => this.#track(tracedAttempt(this.ground, this.plan, event, this.fn)));

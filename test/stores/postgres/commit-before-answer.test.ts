@@ -12,8 +12,7 @@ import { webhookHandler as lambdaHandler } from "flag-webhooks/lambda";
 import { PostgresInbox } from "flag-webhooks/postgres";
 import { createEvent, signedDelivery, signedRequest } from "flag-webhooks/testing";
 import Koa from "koa";
-import type pg from "pg";
-import { Query as PgQuery } from "pg";
+import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { expressServer } from "../../support/express.js";
 import { effectsDatabase } from "../../support/postgres-effects.js";
@@ -264,9 +263,9 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
     }
   });
 
-  it("a handler that ends the transaction itself never gets a 2xx: a COMMIT sent past the inbox's savepoints (a pg Submittable)", async () => {
-    // A Submittable (pg.Query, a cursor) goes to the connection as it is: the one way left to
-    // send COMMIT through tx without the inbox turning it into a savepoint, or refusing it.
+  it("a handler that ends the transaction itself never gets a 2xx: a COMMIT sent past the inbox's savepoints (pg's own query method)", async () => {
+    // pg.Client's query method called on tx itself goes around the inbox's reading of statements:
+    // the one way left to send COMMIT through tx without it becoming a savepoint, or refused.
     const inbox = new PostgresInbox(pool(), { scope: "ended-by-handler" });
     const errors: unknown[] = [];
     const url = await serve(
@@ -274,9 +273,8 @@ describe.skipIf(!availability.available)("PostgresInbox: a 2xx leaves only after
         secret: SECRET,
         onError: (error) => void errors.push(error),
         onEvent: inbox.handle(async (event, tx) => {
-          await new Promise((resolve, reject) => {
-            tx.query(new PgQuery("commit", [], (error?: Error) => (error ? reject(error) : resolve(undefined))));
-          });
+          const query = pg.Client.prototype.query as (this: unknown, text: string) => Promise<unknown>;
+          await query.call(tx, "commit");
           // Outside the inbox's transaction now: this write commits on its own.
           await tx.query("insert into effects (event_id) values ($1)", [event.id]);
         }),

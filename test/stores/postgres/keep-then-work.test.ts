@@ -150,15 +150,42 @@ describe.skipIf(skip !== undefined)(
   },
 );
 
+describe.skipIf(skip !== undefined)("keep then work: an attempt that waits for a connection", () => {
+  it("does not count the wait against its handler's deadline: 450 ms waiting, then 300 ms of handler, under 600 ms, is done", async () => {
+    // A pool of 2: the inbox lends one transaction at a time, and a handle() delivery holds it for
+    // 500 ms, so the attempt's BEGIN waits (its take, outside any transaction, does not).
+    const inbox = new PostgresInbox(database.pool(2), { scope: `wait-${Date.now()}` });
+    const held = inbox.handle(() => sleep(500))({
+      id: `evt_holding_wait_${Date.now()}`,
+      type: "flag.updated",
+    } as never);
+    await sleep(50);
+    const id = `evt_wait_${Date.now()}`;
+    await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
+    const worker = inbox.work(
+      async (event, tx) => {
+        await sleep(300);
+        await tx.query("insert into effects (event_id) values ($1)", [event.id]);
+      },
+      { interval: false, deadline: 600, retries: ["1h"] },
+    );
+    expect(await worker.drain()).toBe(1);
+    await held;
+    await worker.close();
+    expect(await inbox.kept(id)).toMatchObject({ state: "done", attempts: 1, lastError: null });
+    expect(await database.effects(id)).toBe(1);
+  });
+});
+
 describe.skipIf(skip !== undefined)(
   "keep then work, attacked: a handler stuck in a statement past its deadline",
   () => {
-    // Broken: past the deadline the worker only drops its socket, but the backend keeps waiting in
-    // the handler's statement and keeps the row's lock, so recording the failed attempt waits on that
-    // lock as long as the statement waits (here until the test lets go): drain() and close() hang.
-    // A fix must end the backend's statement (pg_cancel_backend / pg_terminate_backend of its pid)
-    // or record the failure without waiting on the row (lock_timeout, skip locked) at the deadline.
-    it.fails("ends the attempt at its deadline while the handler's statement still waits on the server", async () => {
+    // Past the deadline the worker drops its connection, but the backend keeps waiting in the
+    // handler's statement and keeps the row's lock, so recording the failed attempt would wait on
+    // that lock as long as the statement waits (here until the test lets go): drain() and close()
+    // would hang. The worker cancels that statement (pg_cancel_backend of the pid still in the
+    // attempt's transaction): the transaction rolls back and frees the row at once.
+    it("ends the attempt at its deadline while the handler's statement still waits on the server", async () => {
       const holder = await database.admin.connect();
       const key = Math.floor(Math.random() * 1e9);
       await holder.query("select pg_advisory_lock($1)", [key]);
@@ -190,8 +217,8 @@ describe.skipIf(skip !== undefined)(
       expect(await database.effects(id)).toBe(0);
     }, 20_000);
 
-    // The same on postgres.js: the worker's ROLLBACK waits behind the handler's statement.
-    it.fails("postgres.js: ends the attempt at its deadline while the handler's statement still waits", async () => {
+    // The same on postgres.js, whose ROLLBACK would wait behind the handler's statement.
+    it("postgres.js: ends the attempt at its deadline while the handler's statement still waits", async () => {
       const holder = await database.admin.connect();
       const key = Math.floor(Math.random() * 1e9);
       await holder.query("select pg_advisory_lock($1)", [key]);
@@ -273,12 +300,11 @@ describe.skipIf(skip !== undefined)(
       expect(written).toEqual({ late: expect.stringMatching(/not queryable/), effects: 1 });
     });
 
-    // Broken on postgres.js: past the deadline the worker gives up the attempt's transaction, but
-    // the tx the handler holds still runs statements, so a handler that ignores its signal writes
-    // its effect after the deadline, outside any attempt, and the retry's effect is doubled. A fix
-    // must make postgres.js's tx refuse every statement once the attempt's transaction is given up,
-    // as pg's and the SQLite drivers' do.
-    it.fails("postgres.js: the late write is refused and the effect exists once", async () => {
+    // Past the deadline the worker gives up the attempt's transaction; postgres.js would run a
+    // statement of the tx the handler still holds on the connection, outside any transaction, and a
+    // handler that ignores its signal would double the retry's effect: its tx refuses every
+    // statement once the transaction is given up, as pg's and the SQLite drivers' do.
+    it("postgres.js: the late write is refused and the effect exists once", async () => {
       const sql = postgres(database.url, { max: 4, onnotice: () => {} });
       ends.push(() => sql.end());
       const written = await lateWrite(sql, (tx, id) =>
@@ -286,6 +312,7 @@ describe.skipIf(skip !== undefined)(
       );
       expect(written.effects).toBe(1);
       expect(written.late).not.toBe("written");
+      expect(written.late).toMatch(/transaction has ended/);
     });
   },
 );
@@ -293,13 +320,13 @@ describe.skipIf(skip !== undefined)(
 describe.skipIf(skip !== undefined)(
   "keep then work, attacked: more events taken at once than the pool has connections",
   () => {
-    // Broken: a worker takes `concurrency` events at once and counts an attempt of each, but a pool
-    // of 2 lends the inbox one transaction at a time, so the attempts queue for it, and the deadline
-    // runs while they wait: an event whose handler always succeeds well within its deadline spends
-    // its attempts waiting, recorded as "ran past its deadline", and ends parked, some without their
-    // handler ever running. A fix must not count the wait for a connection against an attempt (the
-    // deadline from the transaction's BEGIN), or take no more events than it can begin at once.
-    it.fails("a handler that succeeds in 100 ms under a deadline of 500 ms parks no event", async () => {
+    // A pool of 2 lends the inbox one transaction at a time: a worker that took `concurrency` (12)
+    // events at once, counting an attempt of each, had them queue for it with their deadlines
+    // running, and events whose handler always succeeds well within its deadline spent their
+    // attempts waiting and ended parked (4 of 12), some without their handler ever running. A
+    // worker takes no more events than the database holds transactions at once, and the handler's
+    // deadline starts once its transaction has begun.
+    it("a handler that succeeds in 100 ms under a deadline of 500 ms parks no event", async () => {
       const inbox = new PostgresInbox(database.pool(2), { scope: `crowd-${Date.now()}` });
       const ids = Array.from({ length: 12 }, (_, i) => `evt_crowd_${Date.now()}_${i}`);
       for (const id of ids) await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
