@@ -178,7 +178,8 @@ class AnswerWatch {
   /** A change to the head: refused once a held answer's head is fixed, as Node refuses it once sent. */
   header(res: ServerResponse, method: HeaderMethod, verb: string, args: Args): unknown {
     if (this.#holding && !this.#released) throw headersSent(verb);
-    return (this.#headers?.[method] as (...args: Args) => unknown).apply(res, args);
+    // Only a taken-over header method calls this, and taking them over set #headers.
+    return ((this.#headers as Record<HeaderMethod, unknown>)[method] as (...args: Args) => unknown).apply(res, args);
   }
 
   write(res: ServerResponse, args: Args): boolean {
