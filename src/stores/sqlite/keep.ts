@@ -7,7 +7,6 @@ import type { HeldTransaction, KeepDatabase, KeepParam } from "../work/database.
 import { type Dialect, KEEP_COLUMNS } from "../work/statements.js";
 import type { OpenTransaction, Param } from "./drivers.js";
 import { tableDefinition } from "./schema.js";
-import type { SqliteRow } from "./types.js";
 
 /**
  * SQLite's dialect: numbered parameters (`?6`, turned into plain `?` by {@link positional} for
@@ -57,30 +56,26 @@ export function sqliteKeep(transactions: SqliteTransactions): KeepDatabase {
     const statement = positional(sql, params);
     return open.query(statement.sql, statement.params);
   };
+  // A transaction with its first statement run; rolled back if that statement fails.
+  const opened = async (sql: string, params: readonly KeepParam[]) => {
+    const open = await transactions.begin();
+    try {
+      return { open, rows: await inside(open, sql, params) };
+    } catch (error) {
+      await open.rollback();
+      throw error;
+    }
+  };
   return {
     // One writer: one attempt's transaction at a time.
     capacity: 1,
     async query(sql, params) {
-      const open = await transactions.begin();
-      let rows: SqliteRow[];
-      try {
-        rows = await inside(open, sql, params);
-      } catch (error) {
-        await open.rollback();
-        throw error;
-      }
+      const { open, rows } = await opened(sql, params);
       await transactions.commit(open);
       return rows;
     },
     async begin(sql, params): Promise<HeldTransaction> {
-      const open = await transactions.begin();
-      let rows: SqliteRow[];
-      try {
-        rows = await inside(open, sql, params);
-      } catch (error) {
-        await open.rollback();
-        throw error;
-      }
+      const { open, rows } = await opened(sql, params);
       return {
         tx: open.tx,
         rows,
