@@ -396,9 +396,10 @@ describe("body timeouts: one timer per timeout, many bodies, any order", () => {
     const short = (await stalledShort.at) - sent;
     const long = (await stalledLong.at) - sent;
     // Never before its own timeout (the timer's millisecond granularity aside), and not held for
-    // the other receiver's: the short one is not kept until the long one is due.
+    // the other receiver's: the short one is answered first. An order, not a bound in ms: a loaded
+    // machine can stall both timers alike, and the short one's still fires first.
     expect(short).toBeGreaterThanOrEqual(SHORT - 2);
-    expect(short).toBeLessThan(LONG - 60);
+    expect(short).toBeLessThan(long);
     expect(long).toBeGreaterThanOrEqual(LONG - 2);
 
     // The timers of both timeouts are still alive for bodies that come after all of that.
