@@ -58,6 +58,7 @@ process.on("message", (message) => {
   if (message === "stats") {
     process.send({
       rss: process.memoryUsage().rss,
+      heapUsed: process.memoryUsage().heapUsed,
       counts: Buffer.from(counts).toString("base64"),
       foreign,
       reported,

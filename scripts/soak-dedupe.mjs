@@ -129,6 +129,9 @@ let duplicateAnswers = 0;
 let concurrentPairs = 0;
 let next = 0;
 const rssAfterWarmup = [0, 0];
+// The V8 heap in use after a full collection: RSS keeps pages the heap no longer uses, so a
+// growth of RSS alone under a loaded machine does not tell a leak from an unreturned page.
+const heapAfterWarmup = [0, 0];
 const started = Date.now();
 async function worker() {
   while (next < TOTAL) {
@@ -156,7 +159,9 @@ async function worker() {
     if (n === WARMUP) {
       for (const [i, receiver] of receivers.entries()) {
         await receiver.ask("gc", "gc");
-        rssAfterWarmup[i] = (await receiver.ask("stats", "rss")).rss;
+        const warm = await receiver.ask("stats", "rss");
+        rssAfterWarmup[i] = warm.rss;
+        heapAfterWarmup[i] = warm.heapUsed;
       }
     }
   }
@@ -233,6 +238,7 @@ for (const [i, s] of stats.entries()) {
   console.log(
     `receiver ${i} (${receivers[i].client}) RSS: ${(rssAfterWarmup[i] / 1048576).toFixed(1)} MB after ${WARMUP} warm-up deliveries, ` +
       `${(s.rss / 1048576).toFixed(1)} MB at the end (growth ${growth.toFixed(1)} MB, limit 20 MB); ` +
+      `heap in use after GC ${(heapAfterWarmup[i] / 1048576).toFixed(1)} → ${(s.heapUsed / 1048576).toFixed(1)} MB; ` +
       `store errors reported: ${s.reported.length}${s.reported.length ? ` ${JSON.stringify(s.reported.slice(0, 3))}` : ""}`,
   );
 }
