@@ -220,8 +220,12 @@ function bodyOf(event: WebhookEvent): string {
   return JSON.stringify(originalType === undefined ? rest : { ...rest, type: originalType });
 }
 
+/**
+ * The type the listings show: as sent, but a NUL as U+FFFD, since a Postgres text column cannot
+ * hold one (the event would be refused on every retry, never kept); the body keeps it as sent.
+ */
 function typeOf(event: WebhookEvent): string {
-  return (event as { originalType?: string }).originalType ?? event.type;
+  return ((event as { originalType?: string }).originalType ?? event.type).replaceAll("\0", "\uFFFD");
 }
 
 /**

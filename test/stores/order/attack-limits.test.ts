@@ -1,0 +1,108 @@
+import { randomUUID } from "node:crypto";
+import type { OrderStore } from "flag-webhooks";
+import { type DedupeNamespace, DurableObjectOrderStore } from "flag-webhooks/cloudflare";
+import { DynamoDBOrderStore } from "flag-webhooks/dynamodb";
+import { webhookHandler } from "flag-webhooks/fetch";
+import { createEvent, signedRequest } from "flag-webhooks/testing";
+import type { Miniflare } from "miniflare";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startWorker } from "../../support/cloudflare-bundle.js";
+import { type Dynalite, startDynalite, stopDynalite } from "../../support/dynalite.js";
+import { SECRET } from "../../support/receiver.js";
+
+// Attack: a flag whose record of positions outgrows what its backend keeps as one value
+// (DynamoDB's 400 KB item, an OrderObject's storage value: SQLITE_TOOBIG at about 2 MB in
+// workerd). A flag with many fields (per-user targets, many rules) grows its record with every
+// new path, and nothing prunes a field's position while the flag keeps changing.
+
+let db: Dynalite;
+let mf: Miniflare;
+let order: DedupeNamespace;
+beforeAll(async () => {
+  db = await startDynalite();
+  mf = await startWorker("test/fixtures/cloudflare/objects.ts", {
+    durableObjects: { DEDUPE: "TestDedupeObject", ODD: "OddObject", ORDER: "OrderObject" },
+  });
+  order = await mf.getDurableObjectNamespace("ORDER");
+}, 60_000);
+afterAll(async () => {
+  await mf?.dispose();
+  await stopDynalite(db);
+});
+
+/** A receiver ordering on `store`, giving up on a held flag after 1 s, and its handler's runs. */
+function receiver(store: OrderStore) {
+  let runs = 0;
+  const handle = webhookHandler({ secret: SECRET, order: { store, timeout: "1s" }, onEvent: () => void runs++ });
+  /** Event `n` of flag "wide", changing `paths` paths of `length` chars (each new unless `prefix` repeats one). */
+  const send = async (n: number, paths: number, length: number, prefix = `p${n}`) => {
+    const changes = Array.from({ length: paths }, (_, i) => ({
+      path: `${prefix}.${i}.`.padEnd(length, "x"),
+      from: 0,
+      to: 1,
+    }));
+    const event = createEvent("flag.updated", {
+      id: `evt_${n}`,
+      createdAt: new Date(Date.UTC(2026, 10, 21, 9, 0, n)).toISOString(),
+      data: { flag: "wide", changes },
+    });
+    return (await handle(await signedRequest({ secret: SECRET, event }))).status;
+  };
+  return { send, runs: () => runs };
+}
+
+/** Sends events 0..count-1, each adding `paths` new paths, and answers their statuses. */
+async function fill(send: ReturnType<typeof receiver>["send"], count: number, paths: number, length: number) {
+  const statuses: number[] = [];
+  for (let n = 0; n < count; n++) statuses.push(await send(n, paths, length));
+  return statuses;
+}
+
+const dynamo = () =>
+  new DynamoDBOrderStore(db.client(), { table: db.table, scope: `wide-${randomUUID().slice(0, 8)}` });
+const object = () => new DurableObjectOrderStore(order, { scope: `wide-${randomUUID().slice(0, 8)}` });
+
+describe("a flag's positions past the backend's largest value", () => {
+  // 9 events of 100 new paths of 400 chars fill about 380 KB of the item; the 10th (paths 901 to
+  // 1,000) would take it past 400 KB. Today its commit fails (ValidationException), it is answered
+  // 503 after its handler ran, and so is every retry and every later event adding a path, for as
+  // long as the item lives (its expiry is not moved by failed writes: up to `retention`, 24 h by
+  // default). A fix must keep a flag's record within the item: prune fields whose position is
+  // older than the receiver's maxAge plus the skew allowance (an event that old is refused before
+  // the rule, so dropping them is safe), keep shared positions once, and split the record over
+  // several items or refuse with an error naming the limit when still too big.
+  it.fails("DynamoDB: the event that adds paths 901-1,000 to a flag of 900 long paths is handled (today 503, for ever)", async () => {
+    const { send } = receiver(dynamo());
+    expect(await fill(send, 9, 100, 400)).toEqual(Array(9).fill(204));
+    expect(await send(9, 100, 400)).toBe(204);
+  }, 60_000);
+
+  // After that failed commit the hold is left on the item until its lease runs out (60 s by
+  // default): the store does not end a hold whose commit failed for another reason than a lapse,
+  // so every delivery of the flag, even one that only changes a path it already has, waits and is
+  // answered 503. A fix must end the hold (conditioned on its token, so a commit that did land
+  // is not undone) when the commit fails.
+  it.fails("DynamoDB: after that refused commit, an event changing only a path the flag already has is handled at once (today 503 for the lease)", async () => {
+    const { send } = receiver(dynamo());
+    await fill(send, 9, 100, 400);
+    expect(await send(9, 100, 400)).toBe(503);
+    expect(await send(10, 1, 400, "p0")).toBe(204);
+  }, 60_000);
+
+  // The same on an OrderObject: 250 paths of 8,000 chars (about 2 MB) fit; the event adding more is
+  // refused by workerd's SQLite (SQLITE_TOOBIG), answered 503 with its handler run, for ever.
+  it.fails("Durable Objects: the event that takes a flag's record past about 2 MB is handled (today 503, for ever)", async () => {
+    const { send } = receiver(object());
+    expect(await fill(send, 10, 25, 8000)).toEqual(Array(10).fill(204));
+    expect(await send(10, 25, 8000)).toBe(204);
+  }, 60_000);
+
+  // And the OrderObject keeps the hold of that failed commit for its lease (#end's write threw
+  // after the holder was read), so the flag is held for everyone.
+  it.fails("Durable Objects: after that refused commit, an event changing a path the flag already has is handled at once (today 503 for the lease)", async () => {
+    const { send } = receiver(object());
+    await fill(send, 10, 25, 8000);
+    expect(await send(10, 25, 8000)).toBe(503);
+    expect(await send(11, 1, 8000, "p0")).toBe(204);
+  }, 60_000);
+});
