@@ -75,7 +75,8 @@ export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler
   res.destroy = function destroy(this: ServerResponse, error?: Error) {
     return watch.destroy(this, error);
   };
-  res.once("close", watch.closed);
+  // on, not once: a once wrapper is two more objects per answer, and #restore takes the listener off.
+  res.on("close", watch.closed);
   return true;
 }
 

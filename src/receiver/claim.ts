@@ -36,17 +36,29 @@ export function claimEvent(
   reporter: Reporter,
   record: DeliveryTelemetry | undefined,
 ): ClaimOutcome | Promise<ClaimOutcome> {
-  const { store, timeout } = dedupe;
   // When the lease began, at the latest: once it has run out, the id may be another delivery's.
   const claimedAt = performance.now();
-  const failed = (cause: unknown) => unclaimed(cause, dedupe, reporter, record, claimedAt);
   let answer: ClaimResult | PromiseLike<ClaimResult>;
   try {
-    answer = store.claim(id, dedupe.inFlightTtl);
+    answer = dedupe.store.claim(id, dedupe.inFlightTtl);
   } catch (cause) {
-    return failed(cause);
+    return unclaimed(cause, dedupe, reporter, record, claimedAt);
   }
-  if (!isThenable(answer)) return claimed(id, answer, dedupe, reporter, record, claimedAt, failed);
+  // No closure, no promise on the way when the store answered at once: every delivery takes it.
+  if (!isThenable(answer)) return claimed(id, answer, dedupe, reporter, record, claimedAt);
+  return claimedLater(answer, id, dedupe, reporter, record, claimedAt);
+}
+
+/** A claim the store answers with a promise, bounded by `dedupe.timeout`. */
+function claimedLater(
+  answer: PromiseLike<ClaimResult>,
+  id: string,
+  dedupe: DedupeSettings,
+  reporter: Reporter,
+  record: DeliveryTelemetry | undefined,
+  claimedAt: number,
+): Promise<ClaimOutcome> {
+  const { store, timeout } = dedupe;
   // A claim that lands after we gave up must not block the sender's retry for a lease.
   return withTimeout(
     answer,
@@ -55,7 +67,10 @@ export function claimEvent(
     (late) => {
       if (late === "claimed") void quietly(() => store.release(id), timeout, reporter);
     },
-  ).then((result) => claimed(id, result, dedupe, reporter, record, claimedAt, failed), failed);
+  ).then(
+    (result) => claimed(id, result, dedupe, reporter, record, claimedAt),
+    (cause: unknown) => unclaimed(cause, dedupe, reporter, record, claimedAt),
+  );
 }
 
 /** What a store answered to a claim, as the receiver goes on with it. */
@@ -66,33 +81,45 @@ function claimed(
   reporter: Reporter,
   record: DeliveryTelemetry | undefined,
   claimedAt: number,
-  failed: (cause: unknown) => ClaimOutcome,
 ): ClaimOutcome {
   // Anything else would turn dedupe off without a word: a store that answers it is broken.
   if (result !== "claimed" && result !== "in_flight" && result !== "done") {
-    return failed(
-      new TypeError(
-        `flag-webhooks: the dedupe store's claim() answered ${typeof result === "string" ? JSON.stringify(result) : String(result)}, not "claimed", "in_flight" or "done"`,
-      ),
+    const cause = new TypeError(
+      `flag-webhooks: the dedupe store's claim() answered ${typeof result === "string" ? JSON.stringify(result) : String(result)}, not "claimed", "in_flight" or "done"`,
     );
+    return unclaimed(cause, dedupe, reporter, record, claimedAt);
   }
   record?.store("claim", since(claimedAt));
   if (result === "done") return "duplicate";
   if (result === "in_flight") {
     return new WebhookError("delivery_in_progress", `event ${id} is being handled by another delivery; retry later`);
   }
-  const { store, ttl, inFlightTtl, timeout } = dedupe;
-  return {
-    complete: () => persist(() => store.complete(id, ttl), timeout, reporter, record),
-    release() {
-      // A failure after the lease ran out releases nothing: the claim has lapsed, and the id may
-      // now be held by a copy that arrived meanwhile, whose claim must stand.
-      // A lease ending at the very instant the clock is read ends either now or a moment later.
-      // Stryker disable next-line EqualityOperator: equivalent at that instant.
-      if (performance.now() - claimedAt >= inFlightTtl) return Promise.resolve();
-      return quietly(() => store.release(id), timeout, reporter, record);
-    },
-  };
+  return new StoreClaim(id, dedupe, reporter, record, claimedAt);
+}
+
+/** A claim the store made: one object a delivery, its methods shared (no closures per claim). */
+class StoreClaim implements Claim {
+  constructor(
+    private readonly id: string,
+    private readonly dedupe: DedupeSettings,
+    private readonly reporter: Reporter,
+    private readonly record: DeliveryTelemetry | undefined,
+    private readonly claimedAt: number,
+  ) {}
+
+  complete(): Promise<void> | undefined {
+    return persist(this.id, this.dedupe, this.reporter, this.record);
+  }
+
+  release(): Promise<void> {
+    const { id, dedupe } = this;
+    // A failure after the lease ran out releases nothing: the claim has lapsed, and the id may
+    // now be held by a copy that arrived meanwhile, whose claim must stand.
+    // A lease ending at the very instant the clock is read ends either now or a moment later.
+    // Stryker disable next-line EqualityOperator: equivalent at that instant.
+    if (performance.now() - this.claimedAt >= dedupe.inFlightTtl) return Promise.resolve();
+    return quietly(() => dedupe.store.release(id), dedupe.timeout, this.reporter, this.record);
+  }
 }
 
 /** A claim the store could not make: 503, or no dedupe for this delivery with `failOpen`. */
@@ -126,44 +153,46 @@ async function quietly(
 }
 
 /**
- * Marks a handled id done, retrying a failed or slow store within `budget` ms (Redis restarting
- * mid-handler, say): the handler ran, so giving up leaves the id claimed until its lease ends,
- * and a copy delivered after that would run it again. What still fails is reported.
+ * Marks a handled id done, retrying a failed or slow store within `dedupe.timeout` ms (Redis
+ * restarting mid-handler, say): the handler ran, so giving up leaves the id claimed until its
+ * lease ends, and a copy delivered after that would run it again. What still fails is reported.
  */
 function persist(
-  operation: () => unknown,
-  budget: number,
+  id: string,
+  dedupe: DedupeSettings,
   reporter: Reporter,
-  record?: DeliveryTelemetry,
+  record: DeliveryTelemetry | undefined,
 ): Promise<void> | undefined {
   const began = performance.now();
-  // A store that answers at once, and did not fail, needs no retry loop (the memory store).
+  let done: unknown;
   try {
-    const done = operation();
-    if (!isThenable(done)) {
-      record?.store("complete", since(began));
-      return undefined;
-    }
-    return retrying(() => done, operation, budget, reporter, record, began);
+    done = dedupe.store.complete(id, dedupe.ttl);
   } catch (error) {
-    return retrying(() => Promise.reject(error), operation, budget, reporter, record, began);
+    return retrying(Promise.reject(error), id, dedupe, reporter, record, began);
   }
+  // A store that answers at once, and did not fail, needs no retry loop (the memory store).
+  if (!isThenable(done)) {
+    record?.store("complete", since(began));
+    return undefined;
+  }
+  return retrying(done, id, dedupe, reporter, record, began);
 }
 
-/** Marks an id done, the first attempt already under way, retrying within `budget` ms. */
+/** Marks an id done, the first attempt (`first`) already under way, retrying within `dedupe.timeout` ms. */
 async function retrying(
-  first: () => unknown,
-  operation: () => unknown,
-  budget: number,
+  first: unknown,
+  id: string,
+  dedupe: DedupeSettings,
   reporter: Reporter,
   record: DeliveryTelemetry | undefined,
   began: number,
 ): Promise<void> {
+  const { store, ttl, timeout: budget } = dedupe;
   const deadline = began + budget;
   for (let attempt = 0; ; attempt++) {
     const left = deadline - performance.now();
     try {
-      await withTimeout(attempt === 0 ? first() : operation(), Math.max(1, left), () => slow(budget));
+      await withTimeout(attempt === 0 ? first : store.complete(id, ttl), Math.max(1, left), () => slow(budget));
       record?.store("complete", since(began));
       return;
     } catch (error) {

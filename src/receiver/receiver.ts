@@ -3,10 +3,10 @@ import type { WebhookEvent } from "../events.js";
 import type { Payload } from "../payload.js";
 import { delivering, type Enlisted, replyOutcome } from "../store-contract/enlist.js";
 import type { OrderHold } from "../store-contract/order-store.js";
-import { andThen } from "../util/thenable.js";
+import { andThen, isThenable } from "../util/thenable.js";
 import { duplicateAnswer, errorResponse, isStatus, replyAnswer } from "./answers.js";
 import { checkBody, checkRequest } from "./checks.js";
-import { type Claim, claimEvent } from "./claim.js";
+import { type Claim, type ClaimOutcome, claimEvent } from "./claim.js";
 import { checkOptions, type HandlerOptions, type Settings } from "./options.js";
 import { claimWithHold, orderDelivery, staleAnswer } from "./order.js";
 import type { AdapterHooks, Answer, Delivery, NativeReply, Receiver, ReturnHooks } from "./protocol.js";
@@ -119,18 +119,29 @@ class Pipeline<Context extends unknown[]> {
     if (!dedupe) return this.ordered(event, undefined, context, begun);
     // With stores that can, the claim holds the event's flag in the same request.
     const paired = order && claimWithHold(event, dedupe, order);
-    return andThen(
-      claimEvent(event.id, paired?.dedupe ?? dedupe, begun, begun.record),
-      (outcome) => {
-        if (outcome === "duplicate") {
-          begun.record?.end("duplicate", 204);
-          return duplicateAnswer();
-        }
-        if (outcome instanceof WebhookError) return this.refuse(outcome, begun);
-        return this.ordered(event, outcome, context, begun, paired?.held());
-      },
-      (error) => this.refuse(error, begun),
+    const outcome = claimEvent(event.id, paired?.dedupe ?? dedupe, begun, begun.record);
+    // A store that answered at once (the memory store) goes on at once, no closure made for it.
+    if (!isThenable(outcome)) return this.onClaim(outcome, event, context, begun, paired);
+    return outcome.then(
+      (settled) => this.onClaim(settled, event, context, begun, paired),
+      (error: unknown) => this.refuse(error, begun),
     );
+  }
+
+  /** Goes on with what the claim gave: a duplicate's answer, a refusal, or the delivery accepted. */
+  private onClaim(
+    outcome: ClaimOutcome,
+    event: WebhookEvent,
+    context: Context,
+    begun: Reporter,
+    paired: ReturnType<typeof claimWithHold>,
+  ): Settlement | Answer | Promise<Settlement | Answer> {
+    if (outcome === "duplicate") {
+      begun.record?.end("duplicate", 204);
+      return duplicateAnswer();
+    }
+    if (outcome instanceof WebhookError) return this.refuse(outcome, begun);
+    return this.ordered(event, outcome, context, begun, paired?.held());
   }
 
   /** With `order`: the flag's positions held, the handler sees only what is fresh (./order.ts). */

@@ -177,14 +177,12 @@ class DeliverySettlement implements Settlement {
   #decision(): Answer | undefined | Promise<Answer | undefined> {
     this.#phase = "decided";
     if (this.#units.length === 0 && this.#thrown === undefined && isSuccess(this.#status)) {
-      // Nothing to commit: mark the claim done, if there is one (a memory store does it at once).
-      const record = this.#record;
-      const handled = () => {
-        record?.end(this.#outcome, this.#status);
-        return undefined;
-      };
+      // Nothing to commit: mark the claim done, if there is one (a memory store does it at once,
+      // and then nothing is made for the decision: no promise, no closure).
       const done = this.#claim?.complete();
-      return done ? done.then(handled) : handled();
+      if (done) return done.then(() => this.#handled());
+      this.#handled();
+      return undefined;
     }
     // Stryker disable next-line BlockStatement,ArrowFunction: unreachable but for a bug: #conclude's steps catch their own failures.
     return this.#conclude().catch((error: unknown) => {
@@ -192,6 +190,12 @@ class DeliverySettlement implements Settlement {
       this.#reporter.report(error);
       return undefined;
     });
+  }
+
+  /** A handled delivery's record ends once its stores have recorded it. */
+  #handled(): undefined {
+    this.#record?.end(this.#outcome, this.#status);
+    return undefined;
   }
 
   async #conclude(): Promise<Answer | undefined> {

@@ -44,6 +44,9 @@ export class MemoryDedupeStore implements DedupeStore {
   // evicting from the front (tens of µs per write once the store is full).
   #cursor: MapIterator<[string, Entry]> | undefined;
   #head: [string, Entry] | undefined;
+  /** The id written last, and its entry: a claim's completion that follows it changes it in place. */
+  #lastId: string | undefined;
+  #lastEntry: Entry | undefined;
 
   constructor(options: MemoryDedupeStoreOptions = {}) {
     const { maxKeys = 100_000, now = Date.now, scope } = options;
@@ -68,12 +71,23 @@ export class MemoryDedupeStore implements DedupeStore {
     }
     const held = this.#ids.get(id);
     if (held && held[1] > now) return held[0] === DONE ? "done" : "in_flight";
-    this.#set(id, 1, now + lease, now);
+    // An id not held needs no delete before it is written: the Map has no entry of it to move.
+    if (held) this.#ids.delete(id);
+    this.#write(id, 1, now + lease, now);
     return "claimed";
   }
 
   complete(id: string, ttl: number): void {
     const now = this.#now();
+    const last = this.#lastEntry;
+    if (this.#lastId === id && last !== undefined && this.#ids.get(id) === last) {
+      // The id written last (its claim, a moment ago) is still the newest entry: re-inserting it
+      // would leave the order as it is, so it is changed where it stands (no delete, no new entry).
+      last[0] = DONE;
+      last[1] = now + ttl;
+      this.#sweep(now);
+      return;
+    }
     this.#set(id, DONE, now + ttl, now);
   }
 
@@ -83,9 +97,23 @@ export class MemoryDedupeStore implements DedupeStore {
 
   #set(id: string, state: typeof DONE | 1, expiresAt: number, now: number): void {
     this.#ids.delete(id);
-    this.#ids.set(id, [state, expiresAt]);
-    // Sweep a few of the oldest entries on each write: expired ones go, and past maxKeys the
-    // oldest goes whether expired or not. Amortised O(1), no timer keeping the process alive.
+    this.#write(id, state, expiresAt, now);
+  }
+
+  /** Writes an id not in the Map, as its newest entry, then sweeps. */
+  #write(id: string, state: typeof DONE | 1, expiresAt: number, now: number): void {
+    const entry: Entry = [state, expiresAt];
+    this.#ids.set(id, entry);
+    this.#lastId = id;
+    this.#lastEntry = entry;
+    this.#sweep(now);
+  }
+
+  /**
+   * Sweeps a few of the oldest entries on each write: expired ones go, and past maxKeys the
+   * oldest goes whether expired or not. Amortised O(1), no timer keeping the process alive.
+   */
+  #sweep(now: number): void {
     let swept = 0;
     for (let oldest = this.#oldest(); oldest; oldest = this.#oldest()) {
       if (this.#ids.size > this.#maxKeys || (oldest[1][1] <= now && swept < 4)) {
