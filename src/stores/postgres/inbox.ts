@@ -152,7 +152,10 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
   ): (event: WebhookEvent, ...context: Context) => Promise<unknown> {
     if (typeof fn !== "function") throw new TypeError("flag-webhooks: inbox.handle() takes a function");
     return inboxHandler(this.#retention, async (delivery, event: WebhookEvent, ...context: Context) => {
-      const open = await this.#open(await storedId(event.id), event.id);
+      const id = await storedId(event.id);
+      // A copy of a handled (or kept) id is answered from a plain read: see #state.
+      if (received(await this.#state(id))) return duplicateReply();
+      const open = await this.#open(id, event.id);
       if (open === "done") return duplicateReply();
       const unit: Enlisted = {
         commit: () => this.#commit(open),
@@ -346,7 +349,14 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
     }
   }
 
-  /** The state of an unexpired id, or undefined; bounded by `timeout`, failures as 503. */
+  /**
+   * The state of an unexpired id, or undefined; bounded by `timeout`, failures as 503. One
+   * statement outside any transaction: no BEGIN, no ROLLBACK, no lock taken or waited for. It sees
+   * only what was committed when it began, and handle() marks an id done in the transaction that
+   * holds the handler's writes: a done id seen here was committed with them, so the duplicate it
+   * answers is never premature. Anything else (no row, an expired one, a claim, a copy whose
+   * transaction has not committed yet) is only "not known to be done": the claim then decides.
+   */
   async #state(id: string): Promise<unknown> {
     try {
       const rows = await this.#bounded(
