@@ -16,6 +16,7 @@ import { RECEIVED, received, stateList } from "../work/states.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction, sameTransaction } from "./drivers.js";
 import { POSTGRES_DIALECT, postgresKeep } from "./keep.js";
 import { orderSchema, positionsIn, prunePositions } from "./order.js";
+import { RecentIds } from "./recent-ids.js";
 import { DEFAULT_TABLE, inboxSchema } from "./schema.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
 
@@ -62,6 +63,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
   // answer was lost can free itself and no other.
   readonly #token = `${claimToken()}/`;
   readonly #order: TransactionOrder | undefined; // With `order`: its positions table, and whether a wholly stale event runs fn
+  readonly #met = new RecentIds(); // The ids handled or answered as duplicates lately: read before claiming
 
   constructor(client: Client, options: PostgresInboxOptions) {
     super();
@@ -153,12 +155,15 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
     if (typeof fn !== "function") throw new TypeError("flag-webhooks: inbox.handle() takes a function");
     return inboxHandler(this.#retention, async (delivery, event: WebhookEvent, ...context: Context) => {
       const id = await storedId(event.id);
-      // A copy of a handled (or kept) id is answered from a plain read: see #state.
-      if (received(await this.#state(id))) return duplicateReply();
+      // A copy of an id met lately is answered from a plain read (see #state); a new one is claimed at once.
+      if (this.#met.has(id) && received(await this.#state(id))) return duplicateReply();
       const open = await this.#open(id, event.id);
-      if (open === "done") return duplicateReply();
+      if (open === "done") {
+        this.#met.add(id);
+        return duplicateReply();
+      }
       const unit: Enlisted = {
-        commit: () => this.#commit(open),
+        commit: () => this.#commit(open).then(() => this.#met.add(id)),
         rollback: () => open.transaction.rollback(),
         retention: this.#retention,
       };

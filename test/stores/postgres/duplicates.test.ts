@@ -98,6 +98,26 @@ describe.skipIf(!availability.available)("PostgresInbox.handle(): copies of one 
         expect(await database.openTransactions()).toBe(0);
         expect(await effects(id)).toBe(1);
       });
+
+      it("a copy of an id another receiver handled: from its claim, not waiting on the row's lock, then, known here, from one read", async () => {
+        const id = `evt_${randomUUID()}`;
+        expect(await make("met-elsewhere")(event(id))).toBeUndefined();
+        const sent: Sent = [];
+        const here = make("met-elsewhere", sent);
+        const lock = await lockRow("met-elsewhere", id);
+        try {
+          // A new id here would find nothing in a read: the claim goes first, and ends in ROLLBACK.
+          expect(await here(event(id))).toEqual(DUPLICATE);
+          expect(sent.some((text) => /^select state from/.test(text))).toBe(false);
+          expect(sent.at(-1)).toMatch(/^rollback/i);
+          sent.length = 0;
+          expect(await here(event(id))).toEqual(DUPLICATE);
+          expect(sent).toEqual([expect.stringMatching(/^select state from "flag_webhooks_inbox" where /)]);
+        } finally {
+          await lock.free();
+        }
+        expect(await effects(id)).toBe(1);
+      });
     });
   }
 
