@@ -118,6 +118,10 @@ function pgTransaction(
   lost: () => boolean = () => false,
 ): OpenTransaction {
   const nesting = new Nesting();
+  // Once committed, rolled back or given up, the connection is no longer the transaction's (a
+  // Pool lends it to the next one): a later COMMIT or ROLLBACK must not reach it, or it would end
+  // that other transaction.
+  let ended = false;
   const rollback = async () => {
     try {
       await client.query("rollback");
@@ -130,6 +134,8 @@ function pgTransaction(
     tx: pgTx(client, nesting),
     query: async (text, params) => rowsOf(await client.query(text, [...params])),
     async commit(check) {
+      if (ended) throw new Error("flag-webhooks: the inbox's transaction has already ended");
+      ended = true;
       let results: PgResult | PgResult[];
       try {
         results = await client.query(`${check}; commit`);
@@ -142,8 +148,15 @@ function pgTransaction(
       // A transaction aborted by a statement the handler caught answers ROLLBACK, without an error.
       if (command !== "COMMIT") throw new Error(`the transaction did not commit (Postgres answered ${command})`);
     },
-    rollback,
-    abort: () => done(true),
+    async rollback() {
+      if (ended) return;
+      ended = true;
+      await rollback();
+    },
+    abort() {
+      ended = true;
+      done(true);
+    },
     lost,
     finished: () => nesting.finished(),
   };

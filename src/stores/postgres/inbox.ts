@@ -16,6 +16,7 @@ import { RECEIVED, received, stateList } from "../work/states.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction, sameTransaction } from "./drivers.js";
 import { POSTGRES_DIALECT, postgresKeep } from "./keep.js";
 import { orderSchema, positionsIn, prunePositions } from "./order.js";
+import { RecentIds } from "./recent-ids.js";
 import { DEFAULT_TABLE, inboxSchema } from "./schema.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
 
@@ -62,6 +63,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
   // answer was lost can free itself and no other.
   readonly #token = `${claimToken()}/`;
   readonly #order: TransactionOrder | undefined; // With `order`: its positions table, and whether a wholly stale event runs fn
+  readonly #met = new RecentIds(); // The ids handled or answered as duplicates lately: read before claiming
 
   constructor(client: Client, options: PostgresInboxOptions) {
     super();
@@ -152,10 +154,16 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
   ): (event: WebhookEvent, ...context: Context) => Promise<unknown> {
     if (typeof fn !== "function") throw new TypeError("flag-webhooks: inbox.handle() takes a function");
     return inboxHandler(this.#retention, async (delivery, event: WebhookEvent, ...context: Context) => {
-      const open = await this.#open(await storedId(event.id), event.id);
-      if (open === "done") return duplicateReply();
+      const id = await storedId(event.id);
+      // A copy of an id met lately is answered from a plain read (see #state); a new one is claimed at once.
+      if (this.#met.has(id) && received(await this.#state(id))) return duplicateReply();
+      const open = await this.#open(id, event.id);
+      if (open === "done") {
+        this.#met.add(id);
+        return duplicateReply();
+      }
       const unit: Enlisted = {
-        commit: () => this.#commit(open),
+        commit: () => this.#commit(open).then(() => this.#met.add(id)),
         rollback: () => open.transaction.rollback(),
         retention: this.#retention,
       };
@@ -346,7 +354,14 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
     }
   }
 
-  /** The state of an unexpired id, or undefined; bounded by `timeout`, failures as 503. */
+  /**
+   * The state of an unexpired id, or undefined; bounded by `timeout`, failures as 503. One
+   * statement outside any transaction: no BEGIN, no ROLLBACK, no lock taken or waited for. It sees
+   * only what was committed when it began, and handle() marks an id done in the transaction that
+   * holds the handler's writes: a done id seen here was committed with them, so the duplicate it
+   * answers is never premature. Anything else (no row, an expired one, a claim, a copy whose
+   * transaction has not committed yet) is only "not known to be done": the claim then decides.
+   */
   async #state(id: string): Promise<unknown> {
     try {
       const rows = await this.#bounded(

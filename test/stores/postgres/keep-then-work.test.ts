@@ -129,13 +129,19 @@ describe.skipIf(skip !== undefined)(
       // delivery holds it while its handler waits, so the attempt's BEGIN waits past its deadline.
       const inbox = new PostgresInbox(database.pool(2), { scope: `late-${Date.now()}` });
       let release = () => {};
+      let entered = () => {};
+      const inHandler = new Promise<void>((resolve) => {
+        entered = resolve;
+      });
       const held = inbox.handle(
         () =>
           new Promise<void>((resolve) => {
             release = resolve;
+            entered();
           }),
       )({ id: `evt_holding_${Date.now()}`, type: "flag.updated" } as never);
-      await sleep(100);
+      // Its transaction is open once its handler runs.
+      await inHandler;
       const id = `evt_late_${Date.now()}`;
       await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
       const worker = inbox.work(() => {}, { interval: false, deadline: 200, retries: ["1h"] });
