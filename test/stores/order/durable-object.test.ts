@@ -72,7 +72,7 @@ describe("DurableObjectOrderStore over OrderObjects in workerd", () => {
       const scope = newScope();
       await checkHistory(history, (delivered) => deliverInWorkers(scope, delivered));
     });
-  }, 180_000);
+  }, 600_000);
 
   it("makes a delivery that finds its flag held wait inside the object, one request, until the holder commits", async () => {
     const scope = newScope();

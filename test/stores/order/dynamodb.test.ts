@@ -30,7 +30,7 @@ describe("DynamoDBOrderStore on dynalite", () => {
       const stores = clients.map((client) => new DynamoDBOrderStore(client, { table: db.table, scope }));
       await checkHistory(history, (delivered) => deliverThrough(stores, delivered));
     });
-  }, 180_000);
+  }, 600_000);
 
   it("keeps a flag held by one instance until its delivery is decided, lets another take over a lease that ran out, and refuses the late commit", async () => {
     const scope = newScope();
