@@ -1,8 +1,8 @@
 import fc from "fast-check";
 import type { KnownWebhookEvent, OrderStore, WebhookEvent } from "flag-webhooks";
-import { webhookHandler } from "flag-webhooks/fetch";
 import { FlagMirror, inOrder, shuffledCopy, signedRequest } from "flag-webhooks/testing";
 import { expect } from "vitest";
+import { deliverAtOnce } from "./order-delivery.js";
 import { SECRET } from "./receiver.js";
 
 // The property every positions store must keep (docs/order.md): random histories of flag.updated,
@@ -82,6 +82,34 @@ export function propertyRuns(ci: number): number {
   return Number.isSafeInteger(runs) && runs > 0 ? runs : ci;
 }
 
+/** How many histories {@link assertHistoriesAtOnce} checks in one property run. */
+export const AT_ONCE = 8;
+
+/**
+ * Checks `check` on `runs` random histories of at most `length` events ({@link propertyRuns}'s
+ * count), {@link AT_ONCE} at a time, each on its own scope. On a store behind a network, a run
+ * mostly waits (for requests, and for a flag another instance holds); histories checked side by
+ * side fill those waits with each other's work, and add contention rather than hide any. A
+ * failure ends the test at once, naming the first history of its batch that failed: shrinking a
+ * batch runs it again hundreds of times, minutes on such a store.
+ */
+export async function assertHistoriesAtOnce(
+  runs: number,
+  length: number,
+  check: (history: History) => Promise<void>,
+): Promise<void> {
+  await fc.assert(
+    fc.asyncProperty(fc.array(histories(length), { minLength: AT_ONCE, maxLength: AT_ONCE }), async (batch) => {
+      const results = await Promise.allSettled(batch.map(check));
+      const failed = results.findIndex((result) => result.status === "rejected");
+      if (failed === -1) return;
+      const { reason } = results[failed] as PromiseRejectedResult;
+      throw new Error(`history ${failed} of the batch failed: ${JSON.stringify(batch[failed])}`, { cause: reason });
+    }),
+    { numRuns: Math.ceil(propertyRuns(runs) / AT_ONCE), endOnFailure: true },
+  );
+}
+
 /**
  * Delivers `delivered` all at once through fetch receivers ordering on `stores`, one receiver per
  * store (several instances of one endpoint), copy i to receiver i modulo their number; every
@@ -89,22 +117,8 @@ export function propertyRuns(ci: number): number {
  * turn of the event loop, so that deliveries of one flag would overlap if nothing held it).
  */
 export async function deliverThrough(stores: OrderStore[], delivered: KnownWebhookEvent[]): Promise<WebhookEvent[]> {
-  const seen: WebhookEvent[] = [];
-  const handlers = stores.map((store) =>
-    webhookHandler({
-      secret: SECRET,
-      order: { store },
-      onEvent: async (event) => {
-        await new Promise((resolve) => setImmediate(resolve));
-        seen.push(event);
-      },
-    }),
-  );
-  const answers = await Promise.all(
-    delivered.map(async (event, i) =>
-      (handlers[i % handlers.length] as (typeof handlers)[number])(await signedRequest({ secret: SECRET, event })),
-    ),
-  );
-  expect(answers.map((answer) => answer.status)).toEqual(delivered.map(() => 204));
+  const requests = await Promise.all(delivered.map((event) => signedRequest({ secret: SECRET, event })));
+  const { statuses, seen } = await deliverAtOnce(stores, SECRET, requests);
+  expect(statuses).toEqual(delivered.map(() => 204));
   return seen;
 }

@@ -39,7 +39,8 @@ const RELEASE = 'if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL",
  * instances of one endpoint. Deliveries of one flag take turns across every instance: a lock per
  * flag, taken with the positions read in one script and given back with the new positions written
  * in another (two round trips per delivery; with a RedisDedupeStore on the same client the lock is
- * taken in the claim's script, so `order` adds one). A delivery that finds the flag held is woken
+ * taken in the claim's script, so `order` adds one; two on a Redis Cluster, where a flag's keys share
+ * a slot, by a hash tag, but not the event's). A delivery that finds the flag held is woken
  * at once when a delivery of this process ends its hold; a hold of another instance is looked at
  * again after a pause that doubles from 10 ms to 250 ms, never past its lease, within the
  * receiver's `order.timeout`. The handler's effects are not in Redis: a process that dies after
@@ -82,10 +83,16 @@ export class RedisOrderStore implements OrderStore {
     return this.#held(flag, keys, token, text);
   }
 
-  /** With a RedisDedupeStore on this client: its claim and this hold in one script. */
+  /**
+   * With a RedisDedupeStore on this client: its claim and this hold in one script. Not on a Redis
+   * Cluster (ioredis's `Cluster`): the event's id key and the flag's keys fall in different hash
+   * slots, which one script cannot touch there, so the claim and the hold are two requests.
+   */
   pairedClaim(dedupe: DedupeStore): ReturnType<NonNullable<OrderStore["pairedClaim"]>> {
     const claim = scriptedClaim(dedupe);
-    if (claim?.client !== this.#client) return undefined;
+    if (claim?.client !== this.#client || (this.#client as { isCluster?: unknown }).isCluster === true) {
+      return undefined;
+    }
     return async (id, claimLease, flag, holdLease) => {
       const keys = this.#keys(flag);
       const token = claimToken();
@@ -107,8 +114,14 @@ export class RedisOrderStore implements OrderStore {
     };
   }
 
+  /**
+   * The flag's lock and positions, the same up to the flag in braces: a hash tag, so that on a
+   * Redis Cluster both are in one slot and a script may touch them together. (Whatever braces the
+   * prefix or the flag hold, Redis hashes the text from the first `{` to the first `}` after it,
+   * which both keys share, unless the prefix holds an empty `{}`.)
+   */
   #keys(flag: string): [lock: string, positions: string] {
-    return [`${this.#prefix}lock:${flag}`, `${this.#prefix}flag:${flag}`];
+    return [`${this.#prefix}{${flag}}:lock`, `${this.#prefix}{${flag}}:flag`];
   }
 
   /** The hold `token` took on `flag`, which found `text` ("" for no positions). */

@@ -111,7 +111,7 @@ describe.skipIf(!availability.available)("RedisOrderStore", () => {
     const again = await store.hold("alpha", 1000);
     expect(again.positions).toEqual({ fields: { a: "x" } });
     await again.release();
-    expect(await client.pttl("flag-webhooks:order:hold:flag:alpha")).toBeGreaterThan(86_000_000);
+    expect(await client.pttl("flag-webhooks:order:hold:{alpha}:flag")).toBeGreaterThan(86_000_000);
   });
 
   it("costs one command more per delivery than dedupe alone, with the dedupe store on the same client: the hold is taken in the claim's script", async () => {
