@@ -112,9 +112,9 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
     committed: (sql, params) =>
       turns.free ? readWithoutWaiting(connection, busyTimeout, () => statement(sql).all(...params)) : undefined,
     write: async (sql, params, deadline, expired) => {
-      const transaction = () => inOne(connection, statement, () => statement(sql).all(...params));
+      const transaction = () => inOne(connection, statement, busyTimeout(), () => statement(sql).all(...params));
       const free = await turns.take(deadline, expired);
-      return untilLocked(() => withoutWaiting(connection, busyTimeout(), transaction), deadline, expired).finally(free);
+      return untilLocked(transaction, deadline, expired).finally(free);
     },
     async begin(deadline, expired) {
       const free = await turns.take(deadline, expired);
@@ -188,8 +188,9 @@ function preparedOn(connection: SyncShape): (sql: string) => ReturnType<SyncShap
 }
 
 /**
- * `step` (one statement) in a transaction of its own, committed, for a driver's `write`: it is run
- * with the busy_timeout at 0 and tried again while the lock is held elsewhere. BEGIN IMMEDIATE, the statement
+ * `step` (one statement) in a transaction of its own, committed, for a driver's `write`, with the
+ * busy_timeout at 0 (`previous` put back after), to be tried again while the lock is held
+ * elsewhere: a lock is never waited for with the event loop stopped. BEGIN IMMEDIATE, the statement
  * and COMMIT run at once, with no await between them, so nothing can run inside this
  * transaction, or end it: it needs no savepoint to be checked at COMMIT (that mark is for a
  * handler, which may), and the busy_timeout is set to 0 once around all three rather than around
@@ -201,12 +202,25 @@ function preparedOn(connection: SyncShape): (sql: string) => ReturnType<SyncShap
 function inOne(
   connection: SyncShape,
   statement: (sql: string) => ReturnType<SyncShape["prepare"]>,
+  previous: number,
   step: () => SqliteRow[],
 ): SqliteRow[] {
-  statement("begin immediate").run();
+  // The busy_timeout set to 0 and back in the same call as BEGIN and as COMMIT (one exec each),
+  // rather than on its own around each.
+  const restore = () => connection.exec(`pragma busy_timeout = ${previous}`);
+  if (previous === 0) statement("begin immediate").run();
+  else {
+    try {
+      connection.exec("pragma busy_timeout = 0; begin immediate");
+    } catch (error) {
+      restore();
+      throw error;
+    }
+  }
   try {
     const rows = step();
-    statement("commit").run();
+    if (previous === 0) statement("commit").run();
+    else connection.exec(`commit; pragma busy_timeout = ${previous}`);
     return rows;
   } catch (error) {
     try {
@@ -214,6 +228,7 @@ function inOne(
     } catch {
       // SQLite already rolled back (an I/O error, a full disk): nothing is open.
     }
+    if (previous !== 0) restore();
     throw error;
   }
 }
