@@ -8,7 +8,10 @@ import { createEvent } from "flag-webhooks/testing";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { adapterReceiver, closeReceivers } from "../../support/adapter-receivers.js";
+import { deliverUntilOk, newTally } from "../../support/crash.js";
 import { eventJson } from "../../support/deliveries.js";
+import { freePort } from "../../support/free-port.js";
+import { KEEP_CRASH_SECRET, startKeepProcess } from "../../support/keep-crash.js";
 import { effectsDatabase } from "../../support/postgres-effects.js";
 import { postgresAvailability } from "../../support/postgres-server.js";
 import { databaseFile } from "../../support/sqlite.js";
@@ -23,7 +26,10 @@ import { databaseFile } from "../../support/sqlite.js";
 const SECRET = "whsec-group-commit";
 const availability = postgresAvailability();
 const database = effectsDatabase(availability.available);
-/** The advisory lock a row whose id starts with evt_gate waits for, on Postgres, while a test holds it. */
+/**
+ * The advisory lock a row whose id starts with evt_gate waits for, on Postgres, while a test holds
+ * it; one whose id starts with evt_batch waits for the next one.
+ */
 const GATE = 4242;
 
 beforeAll(async () => {
@@ -33,6 +39,7 @@ beforeAll(async () => {
     create function note_kept() returns trigger language plpgsql as $$ begin
       insert into kept_in values (new.scope, new.id, txid_current());
       if new.id like 'evt_gate%' then perform pg_advisory_xact_lock_shared(${GATE}); end if;
+      if new.id like 'evt_batch%' then perform pg_advisory_xact_lock_shared(${GATE + 1}); end if;
       return new;
     end $$;
     create trigger note_kept after insert on flag_webhooks_inbox for each row execute function note_kept();
@@ -304,4 +311,65 @@ describe.each(subjects)("group commit of enqueue(): %s", (_name, make, skip) => 
     expect(await Promise.all(ids.map((id) => statusOf(keep(eventOf(id)))))).toEqual(ids.map(() => 202));
     expect((await s.commits(scope)) - before).toBe(8);
   });
+});
+
+describe.skipIf(!availability.available)("group commit through a crash (Postgres, pg)", () => {
+  /** Waits until a statement of the inbox waits for an advisory lock, its text matching `like`. */
+  const waiting = async (like: string) => {
+    for (let tries = 0; tries < 400; tries++) {
+      const { rows } = await database.admin.query(
+        "select count(*)::int as n from pg_stat_activity where wait_event = 'advisory' and query like $1",
+        [like],
+      );
+      if (rows[0].n > 0) return;
+      await sleep(25);
+    }
+    const { rows } = await database.admin.query(
+      "select wait_event, left(query, 120) as q from pg_stat_activity where datname = current_database()",
+    );
+    throw new Error(`no statement like ${like} came to wait for the lock: ${JSON.stringify(rows)}`);
+  };
+
+  it("a receiver SIGKILLed while a batch's COMMIT is in flight answered none of it 2xx, lost nothing it answered, and the retries keep each once", async () => {
+    const port = await freePort();
+    const env = { DATABASE_URL: database.url };
+    let receiver = await startKeepProcess("receiver", port, env);
+    const holder = await database.admin.connect();
+    try {
+      await holder.query("select pg_advisory_lock($1), pg_advisory_lock($2)", [GATE, GATE + 1]);
+      const tally = newTally();
+      const once = (id: string) =>
+        deliverUntilOk(() => port, eventJson(id), KEEP_CRASH_SECRET, tally, { attempts: 1 }).then(
+          () => true,
+          () => false,
+        );
+      const first = `evt_gate_${randomUUID()}`;
+      const batch = Array.from({ length: 12 }, () => `evt_batch_${randomUUID()}`);
+      const firstAnswered = once(first);
+      await waiting("%insert into%");
+      const batchAnswered = batch.map(once);
+      await sleep(300);
+      // The first COMMIT ends (202); the next, holding the batch, waits inside its statement.
+      await holder.query("select pg_advisory_unlock($1)", [GATE]);
+      expect(await firstAnswered).toBe(true);
+      await waiting("%json_to_recordset%");
+      await receiver.kill();
+      expect(await Promise.all(batchAnswered)).toEqual(batch.map(() => false));
+      await holder.query("select pg_advisory_unlock($1)", [GATE + 1]);
+      // What was answered 2xx is there; the sender's retries keep the others, each once.
+      const kept = async () =>
+        (await database.admin.query("select id from flag_webhooks_inbox where scope = 'keep-crash'")).rows.map(
+          (row) => row.id as string,
+        );
+      expect(await kept()).toContain(first);
+      receiver = await startKeepProcess("receiver", port, env);
+      await Promise.all(batch.map((id) => deliverUntilOk(() => port, eventJson(id), KEEP_CRASH_SECRET, tally)));
+      const ids = await kept();
+      for (const id of [first, ...batch]) expect(ids.filter((one) => one === id)).toEqual([id]);
+    } finally {
+      await holder.query("select pg_advisory_unlock_all()");
+      holder.release();
+      await receiver.stop();
+    }
+  }, 90_000);
 });
