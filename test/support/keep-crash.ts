@@ -67,7 +67,8 @@ export interface KeepCrashResult {
   seconds: number;
 }
 
-type Role = "receiver" | "worker";
+/** What a process of the fixture does. */
+export type Role = "receiver" | "worker";
 type Member = Started & { name: string; role: Role; port: number };
 
 let bundled: Promise<string> | undefined;
@@ -75,6 +76,22 @@ let bundled: Promise<string> | undefined;
 function bundle(): Promise<string> {
   bundled ??= nodeFixture("keep-crash", ["better-sqlite3", "@libsql/client", "pg", "pg-native"]);
   return bundled;
+}
+
+/** The secret the fixture's receivers verify with. */
+export const KEEP_CRASH_SECRET = SECRET;
+
+/**
+ * A process of the fixture (a receiver on `port`, or a worker) on the database `env` names
+ * (DATABASE_URL, or FILE and DRIVER), its events in the scope "keep-crash"; resolves once it listens.
+ */
+export async function startKeepProcess(role: Role, port: number, env: Record<string, string>): Promise<Started> {
+  const script = await bundle();
+  return startReceiverProcess(`keep-crash ${role}`, process.execPath, [script], {
+    cwd: root,
+    env: { ...process.env, ...env, ROLE: role, PORT: String(port), WEBHOOK_SECRET: SECRET },
+    within: 20_000,
+  });
 }
 
 /** The database of a run, as the test process reads it. */
@@ -153,16 +170,9 @@ function tally(rows: Record<string, unknown>[]) {
 export async function keepCrash(options: KeepCrashOptions): Promise<KeepCrashResult> {
   const { backend, events, kills, restartDatabase = false, within = 40_000 } = options;
   const began = Date.now();
-  const script = await bundle();
   const ground = await groundOf(backend);
-  const start = async (name: string, role: Role, port: number): Promise<Member> => {
-    const started = await startReceiverProcess(`keep-crash ${role} ${name}`, process.execPath, [script], {
-      cwd: root,
-      env: { ...process.env, ...ground.env, ROLE: role, PORT: String(port), WEBHOOK_SECRET: SECRET },
-      within: 20_000,
-    });
-    return Object.assign(started, { name, role, port });
-  };
+  const start = async (name: string, role: Role, port: number): Promise<Member> =>
+    Object.assign(await startKeepProcess(role, port, ground.env), { name, role, port });
   const members: Member[] = [];
   const outputs: string[] = [];
   try {

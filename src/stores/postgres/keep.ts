@@ -4,7 +4,7 @@
 // SKIP LOCKED, and runs each in a transaction that holds the row's lock, so that while one runs
 // an event, no other can take it, even past its lease.
 import type { HeldTransaction, KeepDatabase, KeepParam } from "../work/database.js";
-import { type Dialect, KEEP_COLUMNS } from "../work/statements.js";
+import { ARRIVAL_FIELDS, type Dialect, KEEP_COLUMNS } from "../work/statements.js";
 import { STATES, stateList } from "../work/states.js";
 import { type Driver, sameTransaction } from "./drivers.js";
 
@@ -15,6 +15,8 @@ export const POSTGRES_DIALECT: Dialect = {
   at: (ms) => `to_timestamp((${ms})::float8 / 1000)`,
   lock: " for update skip locked",
   xid: ", txid_current()::text as xid, pg_backend_pid() as pid",
+  rows: (n) =>
+    `json_to_recordset($${n}::text::json) as r(${ARRIVAL_FIELDS.map((f) => `${f} ${f === "received_at" ? "bigint" : "text"}`).join(", ")})`,
 };
 
 /** The check constraint keep-then-work puts on `state`, in place of `handle()`'s. */

@@ -43,6 +43,12 @@ export interface InteractiveDriver {
    * connection, whose uncommitted rows the read would see, or the file is locked or failing).
    */
   committed(sql: string, params: readonly Param[]): SqliteRow[] | undefined;
+  /**
+   * One statement in a transaction of its own, committed before it resolves with its rows, where
+   * no handler runs (keeping events, a worker's take and failure marks): the turn and the write
+   * lock are waited for until `deadline`, as by `begin`. Absent, `begin` and `commit` do it.
+   */
+  write?(sql: string, params: readonly Param[], deadline: number, expired: () => unknown): Promise<SqliteRow[]>;
 }
 
 /** The savepoint that marks the inbox's transaction; gone if the handler ended it. */
@@ -92,15 +98,7 @@ async function untilLocked<T>(attempt: () => T | Promise<T>, deadline: number, e
  */
 export function syncDriver(db: SqliteConnection): InteractiveDriver {
   const connection = db as unknown as SyncShape;
-  const statements = new Map<string, ReturnType<SyncShape["prepare"]>>();
-  const statement = (sql: string) => {
-    let prepared = statements.get(sql);
-    if (!prepared) {
-      prepared = connection.prepare(sql);
-      statements.set(sql, prepared);
-    }
-    return prepared;
-  };
+  const statement = preparedOn(connection);
   const busyTimeout = () => busyTimeoutOf(statement("pragma busy_timeout").all()[0]);
   const rollback = () => {
     try {
@@ -113,6 +111,11 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
   return {
     committed: (sql, params) =>
       turns.free ? readWithoutWaiting(connection, busyTimeout, () => statement(sql).all(...params)) : undefined,
+    write: async (sql, params, deadline, expired) => {
+      const transaction = () => inOne(connection, statement, busyTimeout(), () => statement(sql).all(...params));
+      const free = await turns.take(deadline, expired);
+      return untilLocked(transaction, deadline, expired).finally(free);
+    },
     async begin(deadline, expired) {
       const free = await turns.take(deadline, expired);
       // The app's own busy_timeout, read once, and put back after each statement run without it.
@@ -169,6 +172,65 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
       };
     },
   };
+}
+
+/** A connection's statements, each prepared once. */
+function preparedOn(connection: SyncShape): (sql: string) => ReturnType<SyncShape["prepare"]> {
+  const statements = new Map<string, ReturnType<SyncShape["prepare"]>>();
+  return (sql) => {
+    let prepared = statements.get(sql);
+    if (!prepared) {
+      prepared = connection.prepare(sql);
+      statements.set(sql, prepared);
+    }
+    return prepared;
+  };
+}
+
+/**
+ * `step` (one statement) in a transaction of its own, committed, for a driver's `write`, with the
+ * busy_timeout at 0 (`previous` put back after), to be tried again while the lock is held
+ * elsewhere: a lock is never waited for with the event loop stopped. BEGIN IMMEDIATE, the statement
+ * and COMMIT run at once, with no await between them, so nothing can run inside this
+ * transaction, or end it: it needs no savepoint to be checked at COMMIT (that mark is for a
+ * handler, which may), and the busy_timeout is set to 0 once around all three rather than around
+ * each. A lock held elsewhere (BUSY at BEGIN, or at a rollback journal's COMMIT) rolls it all
+ * back, to be tried again whole. A BEGIN that fails rolls nothing back. BEGIN rather than a statement on its own: inside a
+ * transaction the app left open it fails, where a lone statement would join that transaction
+ * and not be committed before its answer.
+ */
+function inOne(
+  connection: SyncShape,
+  statement: (sql: string) => ReturnType<SyncShape["prepare"]>,
+  previous: number,
+  step: () => SqliteRow[],
+): SqliteRow[] {
+  // The busy_timeout set to 0 and back in the same call as BEGIN and as COMMIT (one exec each),
+  // rather than on its own around each.
+  const restore = () => connection.exec(`pragma busy_timeout = ${previous}`);
+  if (previous === 0) statement("begin immediate").run();
+  else {
+    try {
+      connection.exec("pragma busy_timeout = 0; begin immediate");
+    } catch (error) {
+      restore();
+      throw error;
+    }
+  }
+  try {
+    const rows = step();
+    if (previous === 0) statement("commit").run();
+    else connection.exec(`commit; pragma busy_timeout = ${previous}`);
+    return rows;
+  } catch (error) {
+    try {
+      connection.exec("rollback");
+    } catch {
+      // SQLite already rolled back (an I/O error, a full disk): nothing is open.
+    }
+    if (previous !== 0) restore();
+    throw error;
+  }
 }
 
 /**

@@ -35,7 +35,7 @@ import { migrateKeep, SQLITE_DIALECT, sqliteKeep, tableParts } from "./keep.js";
 import { numbered, type OrderOption, orderOption } from "./order.js";
 import { DEFAULT_TABLE } from "./schema.js";
 import { type InboxStatements, statementsFor } from "./statements.js";
-import { isStoreFailure } from "./turns.js";
+import { isStoreFailure, turnExpired } from "./turns.js";
 import type { InboxHandler, InboxTransaction, SqliteDatabase, SqliteInboxOptions, SqliteRow } from "./types.js";
 
 const PRUNE_BATCH = 1000;
@@ -109,7 +109,8 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     const [scope, retention, timeout, order] = [this.#scope, this.#retention, this.#timeout, this.#order];
     const settings = { name: "SQLite", scope, retention, timeout, now, order };
     const transactions = { begin: () => this.#begin(), commit: (open: OpenTransaction) => this.#commit(open) };
-    this.keepWith(new Keep(sqliteKeep(transactions), keepStatements(this.#table.quoted, SQLITE_DIALECT), settings));
+    const keep = sqliteKeep(transactions, this.#interactive, timeout);
+    this.keepWith(new Keep(keep, keepStatements(this.#table.quoted, SQLITE_DIALECT), settings));
   }
 
   /**
@@ -340,7 +341,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
   async #begin(): Promise<OpenTransaction> {
     const driver = this.#interactive as InteractiveDriver;
     try {
-      return await driver.begin(Date.now() + this.#timeout, () => this.#expired());
+      return await driver.begin(Date.now() + this.#timeout, () => turnExpired(this.#timeout));
     } catch (error) {
       throw unavailable(error);
     }
@@ -383,10 +384,6 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
       await open.run(sql, params);
       return [];
     });
-  }
-
-  #expired(): Error {
-    return new Error(`SQLite did not give the inbox its turn and the write lock within ${this.#timeout} ms`);
   }
 
   #bounded<T>(work: Promise<T>): Promise<T> {

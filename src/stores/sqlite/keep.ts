@@ -3,10 +3,12 @@
 // a worker takes due rows in a write transaction (BEGIN IMMEDIATE) and runs each attempt in
 // another, which holds the write lock while the handler runs, so no other connection, in any
 // process, takes or runs an event meanwhile: the attempts on one file run one at a time.
+import { unavailable } from "../inbox-shell.js";
 import type { HeldTransaction, KeepDatabase, KeepParam } from "../work/database.js";
-import { type Dialect, KEEP_COLUMNS } from "../work/statements.js";
-import type { OpenTransaction, Param } from "./drivers.js";
+import { ARRIVAL_FIELDS, type Dialect, KEEP_COLUMNS } from "../work/statements.js";
+import type { InteractiveDriver, OpenTransaction, Param } from "./drivers.js";
 import { tableDefinition } from "./schema.js";
+import { turnExpired } from "./turns.js";
 
 /**
  * SQLite's dialect: numbered parameters (`?6`, turned into plain `?` by {@link positional} for
@@ -19,6 +21,8 @@ export const SQLITE_DIALECT: Dialect = {
   at: (ms) => `(${ms})`,
   lock: "",
   xid: "",
+  rows: (n) =>
+    `(select ${ARRIVAL_FIELDS.map((field) => `json_extract(value, '$.${field}') as ${field}`).join(", ")} from json_each(?${n})) as r`,
 };
 
 /** A statement with `?N` parameters as one with plain `?` and the order to bind its values in. */
@@ -50,8 +54,12 @@ export interface SqliteTransactions {
   commit(open: OpenTransaction): Promise<void>;
 }
 
-/** An interactive SQLite database as keep-then-work uses it. */
-export function sqliteKeep(transactions: SqliteTransactions): KeepDatabase {
+/**
+ * An interactive SQLite database as keep-then-work uses it: a statement committed on its own goes
+ * through the driver's `write` where it has one (no handler runs in it), waiting for the turn and
+ * the lock up to `timeout` ms, as a transaction of the inbox does.
+ */
+export function sqliteKeep(transactions: SqliteTransactions, driver: InteractiveDriver, timeout: number): KeepDatabase {
   const inside = (open: OpenTransaction, sql: string, params: readonly KeepParam[]) => {
     const statement = positional(sql, params);
     return open.query(statement.sql, statement.params);
@@ -70,6 +78,15 @@ export function sqliteKeep(transactions: SqliteTransactions): KeepDatabase {
     // One writer: one attempt's transaction at a time.
     capacity: 1,
     async query(sql, params) {
+      if (driver.write) {
+        const statement = positional(sql, params);
+        try {
+          return await driver.write(statement.sql, statement.params, Date.now() + timeout, () => turnExpired(timeout));
+        } catch (error) {
+          // No handler runs in it: whatever failed is the store, as when a transaction cannot begin.
+          throw unavailable(error, "SQLite");
+        }
+      }
       const { open, rows } = await opened(sql, params);
       await transactions.commit(open);
       return rows;

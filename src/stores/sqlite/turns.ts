@@ -127,6 +127,11 @@ export function isStoreFailure(error: unknown): boolean {
   return STORE_FAILURES.has(sqliteCode(error) as string);
 }
 
+/** The error of a delivery that did not get the turn and the write lock within `timeout` ms. */
+export function turnExpired(timeout: number): Error {
+  return new Error(`SQLite did not give the inbox its turn and the write lock within ${timeout} ms`);
+}
+
 /** Waits `ms`, with a little jitter so processes waiting for one lock do not retry in step. */
 export function pause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms * (0.75 + Math.random() / 2)));

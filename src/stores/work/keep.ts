@@ -13,6 +13,7 @@ import type { TransactionOrder } from "../order/in-transaction.js";
 import { type Ground, type Plan, take } from "./attempt.js";
 import { countsOf } from "./counts.js";
 import type { KeepDatabase, KeepRow } from "./database.js";
+import { type Arrival, GroupCommit, keepAll } from "./group-commit.js";
 import { scheduleOf } from "./schedule.js";
 import type { KeepStatements } from "./statements.js";
 import { type InboxState, received } from "./states.js";
@@ -29,6 +30,9 @@ import type {
   WorkOptions,
 } from "./types.js";
 import { Worker } from "./worker.js";
+
+/** The most events one COMMIT of the receiving side keeps, by default (see EnqueueOptions.groupCommit). */
+const GROUP_MOST = 64;
 
 /** What an inbox tells keep-then-work of itself. */
 export interface KeepSettings {
@@ -69,22 +73,26 @@ export class Keep {
     }
     const plan = run ? planOf(options) : undefined;
     const telemetry = telemetryOf(options);
+    const most = groupCommitOf(options.groupCommit);
+    const { db, sql } = this.#ground;
+    const commit = (arrivals: readonly Arrival[]) => this.#bounded(keepAll(db, sql, this.settings.scope, arrivals));
+    const group = most === false ? undefined : new GroupCommit(commit, most);
     const handler = async (event: WebhookEvent): Promise<unknown> => {
       // Read in the delivery's context, where the receiver runs onEvent: its span is the parent.
       const trace = traceToKeep(telemetry);
       const id = await storedId(event.id);
-      const kept = await this.#store(() =>
-        this.#ground.db.query(this.#ground.sql.insert, [
-          this.settings.scope,
-          id,
-          bodyOf(event),
-          typeOf(event),
-          event.createdAt,
-          this.settings.now(),
-          trace,
-        ]),
-      );
-      if (kept.length === 0) {
+      const arrival: Arrival = {
+        id,
+        body: bodyOf(event),
+        type: typeOf(event),
+        created_at: event.createdAt,
+        received_at: this.settings.now(),
+        trace,
+      };
+      const found = await this.#store(() => (group ? group.add(arrival) : commit([arrival]).then(([one]) => one)));
+      // A copy of an event kept by the same COMMIT: a duplicate, as any later copy would be.
+      if (found === "copy") return duplicateReply();
+      if (found === "there") {
         // Already there: a copy of a kept or handled event is a duplicate; one that `handle()` or a
         // DedupeStore claim holds right now is in progress, and the sender's retry will find it.
         const row = await this.#store(() => this.#ground.db.query(this.#ground.sql.one, [this.settings.scope, id]));
@@ -173,14 +181,16 @@ export class Keep {
     return rows.length;
   }
 
+  /** A step bounded by the inbox's timeout. */
+  #bounded<T>(step: Promise<T>): Promise<T> {
+    const { name, timeout } = this.settings;
+    return withTimeout(step, timeout, () => new Error(`${name} did not answer within ${timeout} ms`));
+  }
+
   /** A step of the receiving side: bounded by the inbox's timeout, and a 503 when it fails. */
   async #store<T>(step: () => Promise<T>): Promise<T> {
     try {
-      return await withTimeout(
-        step(),
-        this.settings.timeout,
-        () => new Error(`${this.settings.name} did not answer within ${this.settings.timeout} ms`),
-      );
+      return await this.#bounded(step());
     } catch (error) {
       throw unavailable(error, this.settings.name);
     }
@@ -196,6 +206,16 @@ function planOf(options: KeepOptions): Plan {
   const lease = parseDuration(options.lease ?? "5m", "lease");
   if (lease <= deadline) throw new TypeError('flag-webhooks: option "lease" must be longer than "deadline"');
   return { schedule: scheduleOf(options), deadline, lease, telemetry: telemetryOf(options) };
+}
+
+/** The `groupCommit` option, checked: the most events one COMMIT keeps, or false for one each. */
+function groupCommitOf(value: unknown): number | false {
+  if (value === undefined || value === true) return GROUP_MOST;
+  if (value === false) return false;
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 1) {
+    throw new TypeError('flag-webhooks: option "groupCommit" must be false or a whole number from 1');
+  }
+  return value;
 }
 
 /** The `telemetry` option, checked. */

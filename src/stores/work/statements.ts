@@ -16,7 +16,15 @@ export interface Dialect {
   readonly lock: string;
   /** Columns the lock statement adds (Postgres: the transaction id, to check at COMMIT, and the backend's pid). */
   readonly xid: string;
+  /**
+   * A FROM item `r` of the rows in the JSON array parameter `n` (objects of {@link ARRIVAL_FIELDS}),
+   * each field a column of its name: Postgres's `json_to_recordset`, SQLite's `json_each`.
+   */
+  rows(n: number): string;
 }
+
+/** The fields of each row in the JSON parameter of `insertMany`, as text but `received_at`, a number. */
+export const ARRIVAL_FIELDS = ["id", "body", "type", "created_at", "received_at", "trace"] as const;
 
 /** The columns keep-then-work adds to the inbox table, with their Postgres and SQLite types. */
 export const KEEP_COLUMNS: readonly (readonly [name: string, postgres: string, sqlite: string])[] = [
@@ -36,8 +44,14 @@ export const KEEP_COLUMNS: readonly (readonly [name: string, postgres: string, s
 
 /** The statements of keep-then-work on one table; their parameters are listed in order. */
 export interface KeepStatements {
-  /** Keeps a new event as pending, due now; a row only when it did. (scope, id, body, type, createdAt, now, trace) */
+  /** Keeps a new event as pending, due now; its id only when it did. (scope, id, body, type, createdAt, now, trace) */
   readonly insert: string;
+  /**
+   * Keeps several new events in one statement, so in one COMMIT: the ids of those it kept. Their
+   * ids are distinct (a second copy in one statement would meet the first's row). (scope, rows as
+   * a JSON array of {@link ARRIVAL_FIELDS})
+   */
+  readonly insertMany: string;
   /** Takes up to `limit` due events (one, with `id`), counting the attempt; parks those with none left. (scope, now, lease, attempts, limit, id) */
   readonly take: string;
   /** In the attempt's transaction: the row, locked, if it is still this attempt's. (scope, id, attempt) */
@@ -66,16 +80,13 @@ export function keepStatements(t: string, d: Dialect): KeepStatements {
   const int = (n: number) => d.param(n, "int");
   const spent = `attempts >= ${int(4)}`;
   return {
-    insert: `insert into ${t} (scope, id, state, token, expires_at, handled_at, body, type, created_at, received_at,
-        attempts, next_at, last_error, lease_until, trace_context)
-      values (${text(1)}, ${text(2)}, 'pending', null, ${d.never}, ${d.at(int(6))}, ${text(3)}, ${text(4)}, ${text(5)},
-        ${int(6)}, 0, ${int(6)}, null, null, ${text(7)})
-      on conflict (scope, id) do update set state = 'pending', token = null, expires_at = excluded.expires_at,
-        handled_at = excluded.handled_at, body = excluded.body, type = excluded.type, created_at = excluded.created_at,
-        received_at = excluded.received_at, attempts = 0, next_at = excluded.next_at, last_error = null,
-        lease_until = null, trace_context = excluded.trace_context
-      where ${t}.expires_at <= ${d.at(int(6))}
-      returning 1 as kept`,
+    insert: keeping(t, d, [text(1), text(2), text(3), text(4), text(5), int(6), text(7)], undefined),
+    insertMany: keeping(
+      t,
+      d,
+      [text(1), ...ARRIVAL_FIELDS.map((field) => `r.${field}`)],
+      `from ${d.rows(2)} where true`,
+    ),
     // A running row whose lease lapsed with no attempt left is parked: its last attempt was counted
     // when it was taken, and never ended (the worker died, or ran past the lease).
     take: `update ${t} set
@@ -115,4 +126,26 @@ export function keepStatements(t: string, d: Dialect): KeepStatements {
       returning id`,
     counts: countsStatement(t, d),
   };
+}
+
+/**
+ * The one statement that keeps events, given the SQL of its values (scope, id, body, type,
+ * createdAt, received time, trace) and where they come from: parameters (no `from`: one row), or
+ * the rows of a FROM item (`where true` after it, which SQLite needs to read the ON CONFLICT that
+ * follows a SELECT). A row is new, or revives an expired one (a handled id past its retention);
+ * any other is left as it is, and its id is not returned.
+ */
+function keeping(t: string, d: Dialect, values: string[], from: string | undefined): string {
+  const [scope, id, body, type, createdAt, now, trace] = values;
+  const row = `${scope}, ${id}, 'pending', null, ${d.never}, ${d.at(now as string)}, ${body}, ${type}, ${createdAt},
+        ${now}, 0, ${now}, null, null, ${trace}`;
+  return `insert into ${t} (scope, id, state, token, expires_at, handled_at, body, type, created_at, received_at,
+        attempts, next_at, last_error, lease_until, trace_context)
+      ${from === undefined ? `values (${row})` : `select ${row} ${from}`}
+      on conflict (scope, id) do update set state = 'pending', token = null, expires_at = excluded.expires_at,
+        handled_at = excluded.handled_at, body = excluded.body, type = excluded.type, created_at = excluded.created_at,
+        received_at = excluded.received_at, attempts = 0, next_at = excluded.next_at, last_error = null,
+        lease_until = null, trace_context = excluded.trace_context
+      where ${t}.expires_at <= excluded.handled_at
+      returning id`;
 }

@@ -71,6 +71,14 @@ export interface EnqueueOptions<Tx> extends KeepOptions {
    * retries it on the schedule. Without it, the answer is `202` and a worker runs it.
    */
   run?: KeptHandler<Tx>;
+  /**
+   * Group commit: deliveries that arrive while the inbox is committing others wait for that COMMIT
+   * to end, then are kept together, in one statement and one COMMIT (at most this many at once;
+   * default 64), each still answered only once its own row is committed. A delivery that finds no
+   * COMMIT in flight is committed at once: nothing waits on a timer. `false`: one COMMIT per
+   * delivery, as many at once as the database takes.
+   */
+  groupCommit?: number | false;
 }
 
 /** A worker started by `work()`. */
