@@ -56,7 +56,8 @@ interface Waiting<T, R> {
 
 /**
  * One COMMIT in flight at a time; what arrives meanwhile waits, and goes in the next one (at most
- * `most` at once). A failed COMMIT rejects every item it held: none of them was kept.
+ * `most` at once). A failed COMMIT of several is tried again one item at a time, so an item is
+ * rejected only when its own COMMIT fails: none of it was kept.
  */
 export class GroupCommit<T, R> {
   readonly #waiting: Waiting<T, R>[] = [];
@@ -97,9 +98,26 @@ export class GroupCommit<T, R> {
         done();
       },
       (error: unknown) => {
-        for (const waiting of batch) waiting.reject(error);
-        done();
+        if (batch.length === 1) {
+          batch[0]?.reject(error);
+          done();
+          return;
+        }
+        // One row the database refuses (a trigger, a constraint, a value it cannot store) must not
+        // cost the deliveries that shared its COMMIT their 2xx: the failed statement kept nothing,
+        // so each is kept again in a COMMIT of its own, and only what fails alone is answered 503.
+        // A COMMIT whose outcome was lost finds its rows there, which answers them as copies.
+        void Promise.allSettled(batch.map((waiting) => this.#alone(waiting))).then(done);
       },
     );
+  }
+
+  async #alone(waiting: Waiting<T, R>): Promise<void> {
+    try {
+      const [result] = await this.commit([waiting.item]);
+      waiting.resolve(result as R);
+    } catch (error) {
+      waiting.reject(error);
+    }
   }
 }
