@@ -42,12 +42,13 @@ export type OrderedInTransaction = { event: WebhookEvent; stale: boolean };
 export async function orderInTransaction(
   event: WebhookEvent,
   store: PositionsInTransaction | undefined,
+  retention?: number,
 ): Promise<OrderedInTransaction> {
   const flag = await orderedKey(event);
   if (flag === undefined) return { event, stale: false };
   if (!store) throw new Error("flag-webhooks: the transaction did not read the flag's positions");
   const text = await store.read(flag);
-  const decision = orderEvent(event, text === undefined ? undefined : (JSON.parse(text) as FlagPositions));
+  const decision = orderEvent(event, text === undefined ? undefined : (JSON.parse(text) as FlagPositions), retention);
   if (!decision) return { event, stale: false };
   if (decision.next) await store.write(flag, JSON.stringify(decision.next));
   return { event: orderedView(event, decision), stale: decision.stale };
@@ -63,6 +64,8 @@ export interface TransactionOrder {
   positions?(query: QueryInTransaction): PositionsInTransaction;
   /** Whether an event all of whose changes are stale still runs the handler. */
   handleStale: boolean;
+  /** The inbox's retention, in ms: positions older than it before the flag's newest are forgotten. */
+  retention: number;
 }
 
 /**
@@ -85,7 +88,7 @@ export async function runInOrder(
   if (!order) return run(event);
   let ordered: OrderedInTransaction;
   try {
-    ordered = await orderInTransaction(event, folded ?? order.positions?.(query));
+    ordered = await orderInTransaction(event, folded ?? order.positions?.(query), order.retention);
   } catch (error) {
     throw storeFailed(error);
   }

@@ -77,7 +77,8 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
     this.#timeout = basics.timeout;
     // With `order`, positions are read by the claim (or a kept event's lock) and written at COMMIT.
     if (options.order) {
-      this.#order = { handleStale: (options.order as { handleStale?: unknown }).handleStale === true };
+      const handleStale = (options.order as { handleStale?: unknown }).handleStale === true;
+      this.#order = { handleStale, retention: this.#retention };
       this.#positions = positionsRows(this.#table, this.#scope, this.#retention);
     }
     if (this.#lockTimeout >= this.#timeout) {
