@@ -97,6 +97,37 @@ for (const order of [false, true]) {
 }
 pair("SQLite inbox (better-sqlite3, WAL)", sqliteRuns[0] as never, sqliteRuns[1] as never, false);
 
+// A flag 20,000 of whose paths were changed long ago (81 days before the deliveries, past the
+// SQLite inbox's 30 d and the memory store's 24 h retentions), then new changes of one path: the
+// record each delivery reads and writes.
+async function seedOldPaths(handle: (request: Request) => Promise<Response>): Promise<void> {
+  for (let batch = 0; batch < 10; batch++) {
+    const changes = Array.from({ length: 2000 }, (_, i) => ({ path: `rules.${batch * 2000 + i}`, from: 0, to: 1 }));
+    const event = createEvent("flag.updated", {
+      createdAt: new Date(Date.parse("2026-09-01T09:00:00Z") + batch).toISOString(),
+      data: { flag: flags[0], changes },
+    });
+    const response = await handle(await signedRequest({ secret: SECRET, event }));
+    if (response.status !== 204) throw new Error(`seeding answered ${response.status}`);
+  }
+}
+const oneFlag = flags.splice(1);
+const oldPaths: { us: number; trips: number }[] = [];
+{
+  const handle = webhookHandler({ secret: SECRET, order: { store: new MemoryOrderStore() }, onEvent: () => {} });
+  await seedOldPaths(handle);
+  oldPaths.push(await measure(handle, () => 0, 300));
+  const { inbox, db } = sqlite(true);
+  await inbox.migrate();
+  const inSqlite = webhookHandler({ secret: SECRET, onEvent: inbox.handle(() => {}) });
+  await seedOldPaths(inSqlite);
+  oldPaths.push(await measure(inSqlite, () => 0, 300));
+  db.close();
+}
+flags.push(...oneFlag);
+rows.push(`| MemoryOrderStore, one flag with 20,000 old paths | ${oldPaths[0]?.us.toFixed(1)} | | 0 |`);
+rows.push(`| SQLite inbox, order, one flag with 20,000 old paths | ${oldPaths[1]?.us.toFixed(1)} | | 0 |`);
+
 // Redis: dedupe on RedisDedupeStore, then the same with RedisOrderStore on the same client.
 const redis = await startRedis().catch((error: Error) => {
   console.error(`*** the Redis cases do not run: ${error.message} ***`);

@@ -58,10 +58,16 @@ export type FlagUpdatedEvent = Envelope<"flag.updated", { flag: string; changes:
 interface LateReset {
   /**
    * With the `order` option, on a `flag.created` or `flag.deleted` that arrived after a newer
-   * change of the flag was applied: the only fields it resets (the newer ones stay). Absent when
-   * it resets the whole flag.
+   * change of the flag was applied: the fields it resets that the order store still remembers
+   * (changed within its retention); the newer ones stay. Absent when it resets the whole flag.
    */
   resetFields?: FlagField[];
+  /**
+   * With `resetFields`: the fields changed after this event, which keep their values; it resets
+   * every other field of the flag, including any last changed before the retention (which
+   * `resetFields` cannot name). Reset all but these to mirror the flag exactly.
+   */
+  keptFields?: FlagField[];
 }
 
 /** A flag was created. Its data is not documented by the service. */

@@ -132,7 +132,7 @@ export async function orderDelivery(event: WebhookEvent, settings: OrderSettings
     if (cause instanceof WebhookError) throw cause;
     throw new WebhookError("store_unavailable", "the order store failed; retry later", { cause });
   }
-  const decision = orderEvent(event, hold.positions);
+  const decision = orderEvent(event, hold.positions, settings.store.retention);
   if (!decision) throw new Error("flag-webhooks: an event's order changed while it was held");
   const unit: Enlisted = {
     commit: () => withTimeout(hold.commit(decision.next), settings.timeout, unavailable),

@@ -96,7 +96,7 @@ export function inOrder<Event extends WebhookEvent>(events: readonly Event[]): E
 /**
  * The state of flags as a receiver that mirrors them would keep it: a value per flag,
  * environment and path. `apply` each event the handler sees: `flag.updated` sets its changes,
- * `flag.created` and `flag.deleted` clear the flag (or only its `resetFields`, for a late one).
+ * `flag.created` and `flag.deleted` clear the flag (but for its `keptFields`, for a late one).
  * Applying a history in order ({@link inOrder}) gives the state to expect.
  */
 export class FlagMirror {
@@ -111,9 +111,10 @@ export class FlagMirror {
         this.fields.set(JSON.stringify([flag, event.environment, change.path]), change.to);
       }
     } else if (event.type === "flag.created" || event.type === "flag.deleted") {
-      const only = event.resetFields?.map(({ environment, path }) => JSON.stringify([flag, environment, path]));
+      // A late one resets every field of the flag but those changed after it (`keptFields`).
+      const kept = event.keptFields?.map(({ environment, path }) => JSON.stringify([flag, environment, path]));
       for (const key of this.fields.keys()) {
-        if (only ? only.includes(key) : (JSON.parse(key) as string[])[0] === flag) this.fields.delete(key);
+        if ((JSON.parse(key) as string[])[0] === flag && !kept?.includes(key)) this.fields.delete(key);
       }
     }
   }

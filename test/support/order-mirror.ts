@@ -31,13 +31,11 @@ export function mirrorStatements(scope: string, event: WebhookEvent): Statement[
     ]);
   }
   if (event.type !== "flag.created" && event.type !== "flag.deleted") return [];
-  if (!event.resetFields) return [["delete from order_mirror where scope = $1 and flag = $2", [scope, flag]]];
-  return event.resetFields
-    .filter((field) => field.path !== undefined)
-    .map((field) => [
-      "delete from order_mirror where scope = $1 and flag = $2 and environment = $3 and path = $4",
-      [scope, flag, field.environment, field.path as string],
-    ]);
+  // A late one resets every field of the flag but those changed after it (keptFields).
+  const kept = (event.keptFields ?? []).filter((field) => field.path !== undefined);
+  const keep = kept.map((_, i) => ` and (environment, path) <> ($${3 + 2 * i}, $${4 + 2 * i})`).join("");
+  const params = kept.flatMap((field) => [field.environment, field.path as string]);
+  return [[`delete from order_mirror where scope = $1 and flag = $2${keep}`, [scope, flag, ...params]]];
 }
 
 /** A `$1` statement as SQLite's drivers take it: plain `?`. */

@@ -27,7 +27,7 @@ describe("the test kit for ordered delivery", () => {
     expect(copy.slice(0, history.length)).not.toEqual(history);
   });
 
-  it("mirrors state: updates set fields, a whole-flag event clears the flag or only its resetFields", () => {
+  it("mirrors state: updates set fields, a whole-flag event clears the flag but for its keptFields", () => {
     const mirror = new FlagMirror();
     const set = (path: string, to: unknown) =>
       mirror.apply(
@@ -37,7 +37,13 @@ describe("the test kit for ordered delivery", () => {
     set("rules", 1);
     const key = (path: string) => JSON.stringify(["new-checkout", "staging", path]);
     expect(mirror.snapshot()).toEqual({ [key("on")]: true, [key("rules")]: 1 });
-    mirror.apply({ ...createEvent("flag.deleted"), resetFields: [{ environment: "staging", path: "on" }] });
+    set("targets", 2);
+    // resetFields may leave out fields changed before the retention: keptFields is what stays.
+    const kept = {
+      resetFields: [{ environment: "staging", path: "on" }],
+      keptFields: [{ environment: "staging", path: "rules" }],
+    };
+    mirror.apply({ ...createEvent("flag.deleted"), ...kept });
     expect(mirror.snapshot()).toEqual({ [key("rules")]: 1 });
     mirror.apply(createEvent("flag.created"));
     expect(mirror.snapshot()).toEqual({});

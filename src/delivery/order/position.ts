@@ -60,3 +60,13 @@ export function later(a: Position | undefined, b: Position | undefined): Positio
   if (b === undefined) return a;
   return comparePositions(a, b) >= 0 ? a : b;
 }
+
+/**
+ * The instant `ms` (since the epoch) as a position that comes before every event of that instant
+ * or later, and after every earlier one: the canonical instant without an id.
+ */
+export function positionAt(ms: number): Position {
+  const [instant, fraction = ""] = new Date(ms).toISOString().slice(0, -1).split(".");
+  const digits = fraction.replace(/0+$/, "");
+  return digits ? `${instant}.${digits}` : (instant as string);
+}

@@ -4,7 +4,7 @@
 // and the record to write once the delivery is handled. The receiver, the inboxes and a worker
 // all call this one function.
 import type { FlagChange, FlagField, WebhookEvent } from "../../events.js";
-import { comparePositions, later, type Position, positionOf } from "./position.js";
+import { comparePositions, later, type Position, positionAt, positionOf } from "./position.js";
 
 /**
  * What a store keeps of one flag: the positions last applied. Plain JSON, so any store can keep
@@ -19,6 +19,12 @@ export interface FlagPositions {
   reset?: Position;
   /** The last applied position of each field, by {@link fieldKey}; only those after `reset`. */
   fields: Record<string, Position>;
+  /**
+   * Positions before this one were left out of the record (fields, or the reset), being older than
+   * the retention before the flag's newest position: an event before it cannot be judged, and is
+   * stale; a whole-flag event after it still has the forgotten fields to reset, unnamed.
+   */
+  forgotten?: Position;
 }
 
 /** What the rule says of one event. */
@@ -36,6 +42,8 @@ export interface OrderDecision {
    * it resets (those changed before it); the newer ones stay. Absent when it resets the whole flag.
    */
   resetFields?: FlagField[];
+  /** With `resetFields`: the fields changed after the event, which stay; it resets every other one. */
+  keptFields?: FlagField[];
   /** The record to write once the delivery is handled; absent when nothing changes. */
   next?: FlagPositions;
 }
@@ -68,12 +76,33 @@ export function orderedFlag(event: WebhookEvent): string | undefined {
  * `rollout.step` and `rollout.guard_triggered` are ordered whole, one key per (flag,
  * environment). `undefined` for an event that takes no part (an unknown type, or no
  * `data.flag`): it passes untouched. `positions` is the flag's record, absent when none is kept.
+ *
+ * `retention` (ms, the store's) bounds the record to write: positions older than `retention`
+ * before the flag's newest one are left out. Every event a receiver with `maxAge` can still accept
+ * is newer than them (the receiver checks the retention against `maxAge` and the clock skew), and
+ * is judged the same with them or without: it comes after each. One older (a retry past the
+ * retention, or an event without `maxAge`) cannot be judged, and is stale: it never overwrites a
+ * newer value. A late whole-flag event is told the fields it keeps (`keptFields`), which it can
+ * always name, besides those it resets.
  */
-export function orderEvent(event: WebhookEvent, positions: FlagPositions | undefined): OrderDecision | undefined {
+export function orderEvent(
+  event: WebhookEvent,
+  positions: FlagPositions | undefined,
+  retention?: number,
+): OrderDecision | undefined {
   const flag = orderedFlag(event);
   if (flag === undefined) return undefined;
   const at = positionOf(event);
   const record = positions ?? { fields: {} };
+  if (record.forgotten !== undefined && comparePositions(at, record.forgotten) < 0) {
+    return { flag, stale: true, fresh: [], staleChanges: event.type === "flag.updated" ? event.data.changes : [] };
+  }
+  const decision = decide(event, flag, at, record);
+  if (decision.next && retention !== undefined) decision.next = forget(decision.next, retention);
+  return decision;
+}
+
+function decide(event: WebhookEvent, flag: string, at: Position, record: FlagPositions): OrderDecision {
   switch (event.type) {
     case "flag.updated":
       return changes(flag, event.environment, event.data.changes, at, record);
@@ -83,6 +112,29 @@ export function orderEvent(event: WebhookEvent, positions: FlagPositions | undef
     default:
       return field(flag, { environment: event.environment }, at, record);
   }
+}
+
+/** `record` without the positions more than `retention` ms before its newest, `forgotten` raised past them. */
+function forget(record: FlagPositions, retention: number): FlagPositions {
+  let newest = record.reset;
+  for (const position of Object.values(record.fields)) newest = later(newest, position);
+  const instant = newest === undefined ? Number.NaN : Date.parse(`${newest.slice(0, newest.indexOf(" "))}Z`);
+  if (!Number.isFinite(instant - retention)) return record;
+  const cutoff = positionAt(instant - retention);
+  const fields: Record<string, Position> = {};
+  let dropped = false;
+  for (const [key, position] of Object.entries(record.fields)) {
+    if (comparePositions(position, cutoff) >= 0) fields[key] = position;
+    else dropped = true;
+  }
+  const next: FlagPositions = { fields };
+  if (record.reset !== undefined) {
+    if (comparePositions(record.reset, cutoff) >= 0) next.reset = record.reset;
+    else dropped = true;
+  }
+  const forgotten = dropped ? later(record.forgotten, cutoff) : record.forgotten;
+  if (forgotten !== undefined) next.forgotten = forgotten;
+  return next;
 }
 
 /** Whether `at` comes after the field's last applied position and the flag's last reset. */
@@ -135,16 +187,23 @@ function wholeFlag(flag: string, at: Position, record: FlagPositions): OrderDeci
   // The fields changed after this event stay (a late deletion must not undo a newer change);
   // those changed before it are reset, and forgotten: the reset position now stands for them.
   const kept: Record<string, Position> = {};
+  const keptFields: FlagField[] = [];
   const resetFields: FlagField[] = [];
   for (const [key, position] of Object.entries(record.fields)) {
-    if (comparePositions(position, at) > 0) kept[key] = position;
-    else resetFields.push(fieldOf(key));
+    if (comparePositions(position, at) > 0) {
+      kept[key] = position;
+      keptFields.push(fieldOf(key));
+    } else {
+      resetFields.push(fieldOf(key));
+    }
   }
   const next: FlagPositions = { reset: at, fields: kept };
-  if (Object.keys(kept).length === 0) return { flag, stale: false, fresh: [], staleChanges: [], next };
+  if (keptFields.length === 0) return { flag, stale: false, fresh: [], staleChanges: [], next };
   // Late: newer changes were applied. Nothing to reset is still a new reset position to keep,
-  // so that a change older than this event that arrives later is stale.
-  return { flag, stale: resetFields.length === 0, fresh: [], staleChanges: [], resetFields, next };
+  // so that a change older than this event that arrives later is stale. Forgotten fields are all
+  // older than any event that can still arrive: this one has them to reset.
+  const stale = resetFields.length === 0 && record.forgotten === undefined;
+  return { flag, stale, fresh: [], staleChanges: [], resetFields, keptFields, next };
 }
 
 /**
@@ -156,6 +215,6 @@ export function orderedView<Event extends WebhookEvent>(event: Event, decision: 
   if (event.type === "flag.updated") {
     return { ...event, data: { ...event.data, changes: decision.fresh }, staleChanges: decision.staleChanges };
   }
-  if (decision.resetFields) return { ...event, resetFields: decision.resetFields };
+  if (decision.resetFields) return { ...event, resetFields: decision.resetFields, keptFields: decision.keptFields };
   return event;
 }

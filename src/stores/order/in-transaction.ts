@@ -2,7 +2,7 @@
 // that runs an event again): the flag's positions are read and written with the handler's
 // writes, so "applied" commits with the effects or not at all. The rule is the one the receiver
 // uses (src/delivery/order/rule.ts); only where the positions live differs.
-import { type FlagPositions, orderEvent, orderedView } from "../../delivery/order/rule.js";
+import { type FlagPositions, orderEvent, orderedFlag, orderedView } from "../../delivery/order/rule.js";
 import type { WebhookEvent } from "../../events.js";
 import { staleReply } from "../../store-contract/enlist.js";
 import { storedId } from "../../store-contract/keys.js";
@@ -19,6 +19,17 @@ export interface PositionsInTransaction {
   write(flag: string, positions: string): Promise<void>;
 }
 
+/**
+ * The key of the row that holds the positions of `event`'s flag, or undefined for an event that
+ * takes no part in the order. The flag is any string the sender signs: its row is keyed by the
+ * rule event ids follow, so a NUL or a key past a btree row's size still has a row, and two
+ * ill-formed keys never share one.
+ */
+export async function orderedKey(event: WebhookEvent): Promise<string | undefined> {
+  const flag = orderedFlag(event);
+  return flag === undefined ? undefined : storedId(flag);
+}
+
 /** What the handler is to see of an event, once its positions are written in the transaction. */
 export type OrderedInTransaction = { event: WebhookEvent; stale: boolean };
 
@@ -30,14 +41,14 @@ export type OrderedInTransaction = { event: WebhookEvent; stale: boolean };
  */
 export async function orderInTransaction(
   event: WebhookEvent,
-  store: PositionsInTransaction,
+  store: PositionsInTransaction | undefined,
+  retention?: number,
 ): Promise<OrderedInTransaction> {
-  if (orderEvent(event, undefined) === undefined) return { event, stale: false };
-  // The flag is any string the sender signs: its row is keyed by the rule event ids follow, so a
-  // NUL or a key past a btree row's size still has a row, and two ill-formed keys never share one.
-  const flag = await storedId((event.data as { flag: string }).flag);
+  const flag = await orderedKey(event);
+  if (flag === undefined) return { event, stale: false };
+  if (!store) throw new Error("flag-webhooks: the transaction did not read the flag's positions");
   const text = await store.read(flag);
-  const decision = orderEvent(event, text === undefined ? undefined : (JSON.parse(text) as FlagPositions));
+  const decision = orderEvent(event, text === undefined ? undefined : (JSON.parse(text) as FlagPositions), retention);
   if (!decision) return { event, stale: false };
   if (decision.next) await store.write(flag, JSON.stringify(decision.next));
   return { event: orderedView(event, decision), stale: decision.stale };
@@ -45,10 +56,16 @@ export async function orderInTransaction(
 
 /** An inbox's `order` option, as its handle() and its worker apply it in their transactions. */
 export interface TransactionOrder {
-  /** The positions, read and written by `query` in the transaction the handler writes in. */
-  positions(query: QueryInTransaction): PositionsInTransaction;
+  /**
+   * The positions, read and written by `query` in the transaction the handler writes in; absent
+   * where the transaction reads them with its first statement and writes them with its COMMIT
+   * (Postgres), and gives them to {@link runInOrder} as `folded`.
+   */
+  positions?(query: QueryInTransaction): PositionsInTransaction;
   /** Whether an event all of whose changes are stale still runs the handler. */
   handleStale: boolean;
+  /** The inbox's retention, in ms: positions older than it before the flag's newest are forgotten. */
+  retention: number;
 }
 
 /**
@@ -57,7 +74,8 @@ export interface TransactionOrder {
  * {@link staleReply} without `run`, unless `handleStale`. Without `order`, `run(event)`. The
  * inboxes' `handle()` and the keep-then-work worker both order through this, so a retried old
  * event is judged as a delivered one is. `storeFailed` says what a failure to read or write the
- * positions becomes.
+ * positions becomes. `folded` are the positions of a transaction that reads them with its first
+ * statement and writes them with its COMMIT (Postgres), in place of `order.positions(query)`.
  */
 export async function runInOrder(
   order: TransactionOrder | undefined,
@@ -65,11 +83,12 @@ export async function runInOrder(
   event: WebhookEvent,
   run: (event: WebhookEvent) => unknown,
   storeFailed: (error: unknown) => unknown = (error) => error,
+  folded?: PositionsInTransaction,
 ): Promise<unknown> {
   if (!order) return run(event);
   let ordered: OrderedInTransaction;
   try {
-    ordered = await orderInTransaction(event, order.positions(query));
+    ordered = await orderInTransaction(event, folded ?? order.positions?.(query), order.retention);
   } catch (error) {
     throw storeFailed(error);
   }

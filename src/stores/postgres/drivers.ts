@@ -198,10 +198,13 @@ async function firstOf(
  * still transaction `xid` (a handler that ended it through `tx`, COMMIT or ROLLBACK, leaves another
  * or none), so a handler's writes are never taken for done outside the transaction that held the
  * event. `whose` names it in the error ("inbox", "worker"). An `xid` that is no number never matches.
+ * `then`, a statement that belongs with the COMMIT (the flag's new positions), runs after the check
+ * in the same statement: on every client one statement, so it adds no round trip.
  */
-export function sameTransaction(xid: unknown, whose: string): string {
+export function sameTransaction(xid: unknown, whose: string, then?: Statement): string {
   const id = typeof xid === "string" && /^\d+$/.test(xid) ? xid : "null";
-  return `do $$ begin if txid_current_if_assigned() is distinct from ${id}::bigint then raise exception 'flag-webhooks: the ${whose}''s transaction was ended by the handler (a COMMIT or ROLLBACK through tx)'; end if; end $$`;
+  const after = then ? ` ${inline(then)};` : "";
+  return `do $$ begin if txid_current_if_assigned() is distinct from ${id}::bigint then raise exception 'flag-webhooks: the ${whose}''s transaction was ended by the handler (a COMMIT or ROLLBACK through tx)'; end if;${after} end $$`;
 }
 
 /**

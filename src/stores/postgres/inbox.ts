@@ -8,14 +8,15 @@ import { claimToken, storedId } from "../../store-contract/keys.js";
 import { parseDuration } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
 import { inboxBasics, inProgress, unavailable as unavailableOn } from "../inbox-shell.js";
-import { type QueryInTransaction, runInOrder, type TransactionOrder } from "../order/in-transaction.js";
+import { orderedKey, type QueryInTransaction, runInOrder, type TransactionOrder } from "../order/in-transaction.js";
 import { Keep } from "../work/keep.js";
 import { KeepingInbox } from "../work/methods.js";
 import { keepStatements } from "../work/statements.js";
 import { RECEIVED, received, stateList } from "../work/states.js";
+import { claimStatement } from "./claim-statement.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction, sameTransaction } from "./drivers.js";
 import { POSTGRES_DIALECT, postgresKeep } from "./keep.js";
-import { orderSchema, positionsIn, prunePositions } from "./order.js";
+import { type FoldedPositions, orderSchema, type PositionsRows, positionsRows, prunePositions } from "./order.js";
 import { RecentIds } from "./recent-ids.js";
 import { DEFAULT_TABLE, inboxSchema } from "./schema.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
@@ -62,7 +63,8 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
   // Each claim adds a token of its own (`<instance token>/<claim token>/`), so that a claim whose
   // answer was lost can free itself and no other.
   readonly #token = `${claimToken()}/`;
-  readonly #order: TransactionOrder | undefined; // With `order`: its positions table, and whether a wholly stale event runs fn
+  readonly #order: TransactionOrder | undefined; // With `order`: whether a wholly stale event runs fn
+  readonly #positions: PositionsRows | undefined; // With `order`: its positions table
   readonly #met = new RecentIds(); // The ids handled or answered as duplicates lately: read before claiming
 
   constructor(client: Client, options: PostgresInboxOptions) {
@@ -76,10 +78,11 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
     this.#retention = basics.retention;
     this.#lockTimeout = parseDuration(options.lockTimeout ?? "2s", "lockTimeout");
     this.#timeout = basics.timeout;
+    // With `order`, positions are read by the claim (or a kept event's lock) and written at COMMIT.
     if (options.order) {
       const handleStale = (options.order as { handleStale?: unknown }).handleStale === true;
-      const positions = (query: QueryInTransaction) => positionsIn(query, this.#table, this.#scope, this.#retention);
-      this.#order = { positions, handleStale };
+      this.#order = { handleStale, retention: this.#retention };
+      this.#positions = positionsRows(this.#table, this.#scope, this.#retention);
     }
     if (this.#lockTimeout >= this.#timeout) {
       throw new TypeError('flag-webhooks: option "lockTimeout" must be shorter than "timeout"');
@@ -95,7 +98,9 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
       // With `order`, the worker orders each attempt in its transaction, as handle() does.
       order: this.#order,
     };
-    this.keepWith(new Keep(postgresKeep(this.#driver), keepStatements(this.#table, POSTGRES_DIALECT), settings));
+    this.keepWith(
+      new Keep(postgresKeep(this.#driver, this.#positions), keepStatements(this.#table, POSTGRES_DIALECT), settings),
+    );
   }
 
   /**
@@ -157,7 +162,8 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
       const id = await storedId(event.id);
       // A copy of an id met lately is answered from a plain read (see #state); a new one is claimed at once.
       if (this.#met.has(id) && received(await this.#state(id))) return duplicateReply();
-      const open = await this.#open(id, event.id);
+      const flag = this.#positions ? await orderedKey(event) : undefined;
+      const open = await this.#open(id, event.id, flag);
       if (open === "done") {
         this.#met.add(id);
         return duplicateReply();
@@ -174,7 +180,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
         async () => {
           const run = (seen: WebhookEvent) => fn(seen, tx, ...context);
           const query: QueryInTransaction = (text, params) => open.transaction.query(text, params);
-          const value = await runInOrder(this.#order, query, event, run, unavailable);
+          const value = await runInOrder(this.#order, query, event, run, unavailable, open.folded);
           open.transaction.finished();
           return value;
         },
@@ -282,11 +288,13 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
 
   /**
    * BEGIN and the claim of `id` (the stored form of `eventId`) as done, in that transaction (one
-   * round trip on pg, two on the others): the transaction,
-   * held open for the handler; `"done"` for a committed id; `409` while another transaction holds
-   * it past `lockTimeout`; `503` when Postgres fails or any step is slower than `timeout`.
+   * round trip on pg, two on the others), with the positions of `flag` (an ordered event's) read,
+   * its row locked, in the same statement: the transaction, held open for the handler, and those
+   * positions; `"done"` for a committed id; `409` while another transaction holds it past
+   * `lockTimeout`; `503` when Postgres fails or any step is slower than `timeout`.
    */
-  async #open(id: string, eventId: string): Promise<{ transaction: OpenTransaction; xid: string } | "done"> {
+  async #open(id: string, eventId: string, flag: string | undefined): Promise<Opened | "done"> {
+    const ordered = flag !== undefined && this.#positions;
     let begun: Begun;
     const gaveUp = new AbortController();
     try {
@@ -295,28 +303,11 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
       begun = await this.#bounded(
         this.#driver.begin(
           {
-            // An id committed and unexpired in this statement's snapshot is answered from that
-            // read, and the insert is not tried: trying it would lock the row (ON CONFLICT DO
-            // UPDATE locks it even when its WHERE is false), and copies of a handled id, replayed
-            // at speed, would each wait for the one before. An id in flight is not in the
-            // snapshot: the insert waits for its transaction, up to lock_timeout, as it must.
-            text: `with claim as (
-             insert into ${this.#table} (scope, id, state, expires_at)
-             select $1::text, $2::text, 'done', now() + $3::bigint * interval '1 millisecond'
-             from (select set_config('lock_timeout', $4::text, true), set_config('statement_timeout', $5::text, true)) settings
-             where not exists (
-               select 1 from ${this.#table} where scope = $1::text and id = $2::text and expires_at > now()
-             )
-             on conflict (scope, id) do update set state = 'done', token = null, expires_at = excluded.expires_at,
-               handled_at = now()
-             where ${this.#table}.expires_at <= now()
-             returning txid_current()::text as xid
-           )
-           select xid, null::text as state from claim
-           union all
-           select null, state from ${this.#table}
-           where scope = $1::text and id = $2::text and expires_at > now() and not exists (select 1 from claim)`,
-            params: [this.#scope, id, this.#retention, String(this.#lockTimeout), String(this.#timeout)],
+            text: claimStatement(this.#table, ordered || undefined),
+            // The flag's key is $6, only when ordered (a client that binds parameters wants them all used).
+            params: [this.#scope, id, this.#retention, String(this.#lockTimeout), String(this.#timeout)].concat(
+              ordered ? [flag as string] : [],
+            ),
           },
           gaveUp.signal,
         ),
@@ -330,7 +321,7 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
     const { transaction, rows } = begun;
     const xid = rows[0]?.xid;
     // A string only from the claim's row (txid_current()); whether it is a number is sameTransaction's rule.
-    if (typeof xid === "string") return { transaction, xid };
+    if (typeof xid === "string") return { transaction, xid, folded: ordered ? ordered.folded(flag, rows) : undefined };
     await transaction.rollback();
     // No row: another transaction committed the id while this one waited for it, after this
     // statement's snapshot was taken; a new statement sees it.
@@ -342,10 +333,11 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
   /**
    * COMMIT, once the transaction is still the one that claimed the id and is not aborted (a
    * handler that caught a failed statement, or ended the transaction itself through `tx`): else
-   * it rolls back and rejects, and the delivery is answered 503 instead of a 2xx.
+   * it rolls back and rejects, and the delivery is answered 503 instead of a 2xx. The flag's new
+   * positions, if any, are written by the check, after it passed.
    */
-  async #commit(open: { transaction: OpenTransaction; xid: string }): Promise<void> {
-    const check = sameTransaction(open.xid, "inbox");
+  async #commit(open: Opened): Promise<void> {
+    const check = sameTransaction(open.xid, "inbox", open.folded?.statement);
     try {
       await this.#bounded(open.transaction.commit(check));
     } catch (error) {
@@ -398,3 +390,6 @@ function storeFailure(error: unknown): boolean {
 }
 
 const unavailable = (cause: unknown) => unavailableOn(cause, "Postgres");
+
+/** A transaction that claimed an event id, and its flag's positions (read with the claim) when ordered. */
+type Opened = { transaction: OpenTransaction; xid: string; folded: FoldedPositions | undefined };

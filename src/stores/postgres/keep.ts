@@ -7,6 +7,7 @@ import type { HeldTransaction, KeepDatabase, KeepParam } from "../work/database.
 import { ARRIVAL_FIELDS, type Dialect, KEEP_COLUMNS } from "../work/statements.js";
 import { STATES, stateList } from "../work/states.js";
 import { type Driver, sameTransaction } from "./drivers.js";
+import type { PositionsRows } from "./order.js";
 
 /** Postgres's dialect: typed parameters, timestamps from the clock's ms, the row lock. */
 export const POSTGRES_DIALECT: Dialect = {
@@ -73,24 +74,34 @@ async function cancelStatement(driver: Driver, pid: unknown, xid: unknown): Prom
   }
 }
 
-/** A driver as keep-then-work uses it. */
-export function postgresKeep(driver: Driver): KeepDatabase {
+/**
+ * A driver as keep-then-work uses it. With `positions` (the inbox's `order`), an attempt at an
+ * ordered event reads its flag's positions, the row locked, in the statement that locks the
+ * event's row, and writes them in the check before COMMIT: no round trip of their own.
+ */
+export function postgresKeep(driver: Driver, positions?: PositionsRows): KeepDatabase {
   return {
     capacity: driver.transactions,
     query: (sql, params) => driver.query(sql, params),
-    async begin(sql, params): Promise<HeldTransaction> {
+    async begin(sql, params, flag): Promise<HeldTransaction> {
+      const folding = flag === undefined ? undefined : positions;
+      const text = folding
+        ? `with locked as (${sql}), ${folding.cte("locked", `$${params.length + 1}::text`)}
+           select locked.*, (select positions from flag_row) as positions from locked`
+        : sql;
       const { transaction, rows } = await driver.begin(
-        { text: sql, params: params as readonly (string | number)[] },
+        { text, params: [...params, ...(folding ? [flag] : [])] as (string | number)[] },
         new AbortController().signal,
       );
-      // COMMIT only if this is still the transaction that locked the row and it is not aborted:
-      // a handler that ended it through `tx` must not have its writes taken for done.
-      const check = sameTransaction(rows[0]?.xid, "worker");
+      const folded = folding && flag !== undefined ? folding.folded(flag, rows) : undefined;
       return {
         tx: transaction.tx,
         rows,
+        ...(folded && { positions: folded }),
         query: (text, values: readonly KeepParam[]) => transaction.query(text, values),
-        commit: () => transaction.commit(check),
+        // COMMIT only if this is still the transaction that locked the row and it is not aborted:
+        // a handler that ended it through `tx` must not have its writes taken for done.
+        commit: () => transaction.commit(sameTransaction(rows[0]?.xid, "worker", folded?.statement)),
         rollback: () => transaction.rollback(),
         async abandon() {
           transaction.abort();

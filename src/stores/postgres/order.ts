@@ -1,7 +1,8 @@
 // The Postgres inbox's table of ordered positions (its `order` option): one row per flag, its
 // positions as JSON, expiring with the handled ids' retention. Statements of their own beside
 // the inbox's, for migrate().
-import type { PositionsInTransaction, QueryInTransaction } from "../order/in-transaction.js";
+import type { PositionsInTransaction } from "../order/in-transaction.js";
+import type { Statement } from "./drivers.js";
 
 /** The positions table's DDL, for the inbox table `table` (quoted, optionally `"schema"."table"`). */
 export function orderSchema(table: string): string[] {
@@ -22,37 +23,84 @@ export function prunePositions(table: string): string {
 }
 
 /**
- * A flag's positions in the handler's transaction. The read is an upsert that locks the flag's
- * row until the transaction ends (a row that does not exist yet is inserted, so there is always
- * one to lock): a second delivery of the flag waits for the first to commit or roll back, then
- * reads what it wrote.
+ * The flag's row, locked, and its unexpired positions, as a common table expression `flag_row`
+ * (one column, `positions`) for each row of `from`: an upsert, so there is always a row to lock
+ * (one that does not exist yet is inserted). A second delivery of the flag waits for the first to
+ * commit or roll back, then reads what it wrote: whatever the statement's snapshot, ON CONFLICT DO
+ * UPDATE locks and updates the latest committed version of the row, and RETURNING gives that
+ * version's positions. So the read may share a statement with the claim of the event id, whose
+ * snapshot was taken before the wait. (`scope` and `flag` are SQL: parameters.)
  */
-export function positionsIn(
-  query: QueryInTransaction,
-  table: string,
-  scope: string,
-  retention: number,
-): PositionsInTransaction {
+function flagRow(t: string, scope: string, flag: string, from: string): string {
+  return `flag_row as (
+    insert into ${t} (scope, flag, positions, expires_at) select ${scope}, ${flag}, null, now() from ${from}
+    on conflict (scope, flag) do update set scope = excluded.scope
+    returning case when ${t}.expires_at > now() then ${t}.positions end as positions
+  )`;
+}
+
+/** The write of a flag's positions, renewing their retention. */
+function writeOf(t: string, scope: string, flag: string, positions: string, retention: number): Statement {
+  return {
+    text: `update ${t} set positions = $3::text, expires_at = now() + $4::bigint * interval '1 millisecond'
+       where scope = $1::text and flag = $2::text`,
+    params: [scope, flag, positions, retention],
+  };
+}
+
+/** The positions table of an inbox's scope, as its handle() and its worker read and write it. */
+export interface PositionsRows {
+  /**
+   * The common table expression `flag_row` that locks the flag's row and reads its positions
+   * (one column, `positions`) for each row of `from`, an earlier expression of the statement;
+   * `flag` is the SQL of the flag key's parameter, the scope is `$1`.
+   */
+  cte(from: string, flag: string): string;
+  /** Positions read by a statement with {@link cte} (its rows), to be written with the COMMIT. */
+  folded(flag: string, rows: readonly Record<string, unknown>[]): FoldedPositions;
+}
+
+/** The positions of `table`'s ordered flags in `scope`, kept for `retention` ms after each write. */
+export function positionsRows(table: string, scope: string, retention: number): PositionsRows {
   const t = positionsTable(table);
   return {
-    async read(flag) {
-      const rows = await query(
-        `insert into ${t} (scope, flag, positions, expires_at) values ($1::text, $2::text, null, now())
-         on conflict (scope, flag) do update set scope = excluded.scope
-         returning case when ${t}.expires_at > now() then ${t}.positions end as positions`,
-        [scope, flag],
-      );
-      const positions = rows[0]?.positions;
-      return typeof positions === "string" ? positions : undefined;
-    },
-    async write(flag, positions) {
-      await query(
-        `update ${t} set positions = $3::text, expires_at = now() + $4::bigint * interval '1 millisecond'
-         where scope = $1::text and flag = $2::text`,
-        [scope, flag, positions, retention],
-      );
-    },
+    cte: (from, flag) => flagRow(t, "$1::text", flag, from),
+    folded: (flag, rows) =>
+      new FoldedPositions(flag, rows[0]?.positions, (positions) => writeOf(t, scope, flag, positions, retention)),
   };
+}
+
+/**
+ * A flag's positions that a transaction read with its first statement, and writes with its
+ * COMMIT: no statement of their own, so `order` adds no round trip. The write is run by the check
+ * before COMMIT, after it made sure the transaction is still the one that read them.
+ */
+export class FoldedPositions implements PositionsInTransaction {
+  #next: string | undefined;
+  readonly #text: string | undefined;
+
+  constructor(
+    private readonly flag: string,
+    read: unknown,
+    private readonly writeStatement: (positions: string) => Statement,
+  ) {
+    this.#text = typeof read === "string" ? read : undefined;
+  }
+
+  async read(flag: string): Promise<string | undefined> {
+    if (flag !== this.flag) throw new Error(`flag-webhooks: the positions read were those of another flag`);
+    return this.#text;
+  }
+
+  async write(flag: string, positions: string): Promise<void> {
+    if (flag !== this.flag) throw new Error(`flag-webhooks: the positions read were those of another flag`);
+    this.#next = positions;
+  }
+
+  /** The write to run with the COMMIT, if the rule gave new positions. */
+  get statement(): Statement | undefined {
+    return this.#next === undefined ? undefined : this.writeStatement(this.#next);
+  }
 }
 
 /** `"table"` → `"table_positions"`, in the same schema. */

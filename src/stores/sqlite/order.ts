@@ -93,6 +93,7 @@ export function orderOption(
   return {
     sql,
     handleStale: typeof order === "object" && order.handleStale === true,
+    retention,
     positions: (query) => positionsIn(query, sql, scope, retention),
   };
 }

@@ -5,7 +5,7 @@
 import { parseEvent, type WebhookEvent } from "../../events.js";
 import type { InboxTelemetry } from "../../telemetry.js";
 import { withTimeout } from "../../util/timeout.js";
-import { runInOrder, type TransactionOrder } from "../order/in-transaction.js";
+import { orderedKey, runInOrder, type TransactionOrder } from "../order/in-transaction.js";
 import type { HeldTransaction, KeepDatabase, KeepRow } from "./database.js";
 import { attemptsOf, nextAttemptAt, type Schedule } from "./schedule.js";
 import type { KeepStatements } from "./statements.js";
@@ -68,7 +68,8 @@ export async function attempt<Tx>(ground: Ground, plan: Plan, taken: Taken, fn: 
     // refuse it on every attempt: parked with the reason, not retried.
     return fail(ground, plan, taken, `the body no longer parses: ${messageOf(error)}`, true);
   }
-  const begun = db.begin(sql.lock, [scope, taken.id, taken.attempt]);
+  const flag = ground.order ? await orderedKey(event) : undefined;
+  const begun = db.begin(sql.lock, [scope, taken.id, taken.attempt], flag);
   let open: HeldTransaction;
   try {
     // Waiting for a connection (or SQLite's turn) is not the handler's time: it has a bound of its
@@ -113,7 +114,7 @@ async function run<Tx>(
   try {
     const handler = (seen: WebhookEvent) => fn(seen, open.tx as Tx, { attempt: taken.attempt, signal: gaveUp.signal });
     // An event all of whose changes are stale is marked done without the handler (unless handleStale).
-    await Promise.race([runInOrder(ground.order, open.query, event, handler), expired]);
+    await Promise.race([runInOrder(ground.order, open.query, event, handler, undefined, open.positions), expired]);
     const marked = await Promise.race([
       open.query(sql.done, [scope, taken.id, ground.now(), ground.retention, taken.attempt]),
       expired,

@@ -1,6 +1,7 @@
 // What keep-then-work needs of a database, whichever it is: one statement committed on its own,
 // and a transaction held open while a handler runs. The Postgres and SQLite inboxes each give
 // this (src/stores/postgres/keep.ts, src/stores/sqlite/keep.ts); everything else is shared.
+import type { PositionsInTransaction } from "../order/in-transaction.js";
 
 /** A value the statements bind. */
 export type KeepParam = string | number | null;
@@ -18,6 +19,12 @@ export interface HeldTransaction {
   query(sql: string, params: readonly KeepParam[]): Promise<readonly KeepRow[]>;
   /** COMMIT; rejects when the transaction did not commit (the handler ended it, the database failed). */
   commit(): Promise<void>;
+  /**
+   * The positions of the flag given to `begin`, read by the first statement and written with the
+   * COMMIT, where the database folds them so (Postgres); absent, they are read and written by
+   * statements of their own.
+   */
+  readonly positions?: PositionsInTransaction;
   /** Rolls back; never rejects. */
   rollback(): Promise<void>;
   /**
@@ -36,6 +43,10 @@ export interface KeepDatabase {
   readonly capacity: number;
   /** One statement, committed on its own. */
   query(sql: string, params: readonly KeepParam[]): Promise<readonly KeepRow[]>;
-  /** A transaction of its own, whose first statement is `sql`. */
-  begin(sql: string, params: readonly KeepParam[]): Promise<HeldTransaction>;
+  /**
+   * A transaction of its own, whose first statement is `sql`; `flag`, the key of an ordered
+   * event's flag when the inbox has `order`, for a database that reads its positions in that
+   * statement.
+   */
+  begin(sql: string, params: readonly KeepParam[], flag?: string): Promise<HeldTransaction>;
 }
