@@ -1,5 +1,4 @@
 import { createServer, type Server } from "node:http";
-import { connect } from "node:net";
 import { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import compression from "compression";
@@ -12,7 +11,8 @@ import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
 import Koa from "koa";
 import { afterEach, describe, expect, it } from "vitest";
 import { delivery } from "../support/deliveries.js";
-import { post, serverPerTest } from "../support/http.js";
+import { exchange, post, serverPerTest } from "../support/http.js";
+import { signal } from "../support/signal.js";
 
 // The held answer (node/watch-answer.ts) behaves, on the wire and to the code that writes it, as
 // the same answer would without holding: with dedupe on, a 2xx waits in memory until the store has
@@ -23,36 +23,28 @@ import { post, serverPerTest } from "../support/http.js";
 const SECRET = "watch-answer-secret";
 const serve = serverPerTest();
 
-/** Two signed deliveries written back to back on one connection (pipelined, keep-alive). */
-async function twoPipelined(extraHeaders: string): Promise<string> {
-  const one = async () => {
-    const d = await delivery(SECRET);
-    const head = Object.entries(d.headers)
-      .map(([name, value]) => `${name}: ${value}\r\n`)
-      .join("");
-    return `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\n${extraHeaders}content-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
-  };
-  return (await one()) + (await one());
+/** One signed delivery as raw HTTP/1.1 bytes, with `extraHeaders` (each line ending in CRLF). */
+function rawDelivery(d: { body: string; headers: Record<string, string> }, extraHeaders = ""): string {
+  const head = Object.entries(d.headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join("");
+  return `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\n${extraHeaders}content-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
 }
 
-/** The raw bytes the server answers on one connection within `ms`, its Date headers left out. */
-function exchange(server: Server, bytes: string, ms = 500): Promise<string> {
-  const { port } = server.address() as { port: number };
-  return new Promise((resolve) => {
-    const socket = connect(port, "127.0.0.1");
-    let received = "";
-    const done = () => {
-      socket.destroy();
-      resolve(received.replace(/^date: .*\r\n/gim, ""));
-    };
-    socket.on("data", (chunk: Buffer) => {
-      received += chunk.toString("latin1");
-    });
-    socket.on("error", () => {});
-    socket.on("close", done);
-    socket.write(bytes);
-    setTimeout(done, ms);
-  });
+/**
+ * Two signed deliveries written back to back on one connection (pipelined, keep-alive), the
+ * second asking the server to close the connection after its answer: the end of what is read.
+ */
+async function twoPipelined(extraHeaders: string): Promise<string> {
+  return (
+    rawDelivery(await delivery(SECRET), extraHeaders) +
+    rawDelivery(await delivery(SECRET), `${extraHeaders}connection: close\r\n`)
+  );
+}
+
+/** The raw bytes the server answers on one connection, read to its close, Date headers left out. */
+async function wireOf(server: Server, bytes: string): Promise<string> {
+  return (await exchange(server, bytes)).replace(/^date: .*\r\n/gim, "");
 }
 
 interface Writer {
@@ -327,8 +319,7 @@ describe("a held 2xx leaves as Node would have sent it at once", () => {
         const seen: string[] = [];
         const errors: unknown[] = [];
         const server = await appFor(writer, dedupe, seen, errors);
-        const wire = await exchange(server, await twoPipelined(writer.headers ?? ""));
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        const wire = await wireOf(server, await twoPipelined(writer.headers ?? ""));
         runs.push({ wire, seen, errors: errors.map(String) });
       }
       const [plain, held] = runs;
@@ -430,8 +421,7 @@ describe("a held 2xx written through Fastify and Koa leaves as it would at once"
       for (const dedupe of [false, true]) {
         const seen: string[] = [];
         const server = await framework.make(dedupe, seen);
-        const wire = await exchange(server, await twoPipelined(""));
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        const wire = await wireOf(server, await twoPipelined(""));
         runs.push({ wire, seen });
       }
       const [plain, held] = runs;
@@ -474,26 +464,37 @@ describe("onEvent that answers on res and then touches it again", () => {
   });
 });
 
+/** A store that tells when it has refused `copies` claims as in flight: the copies were answered 409. */
+function refusing(copies: number): { store: MemoryDedupeStore; refused: Promise<void> } {
+  const store = new MemoryDedupeStore();
+  const claim = store.claim.bind(store);
+  let left = copies;
+  const { fired: refused, fire } = signal();
+  store.claim = (id, lease) => {
+    const result = claim(id, lease);
+    if (result === "in_flight" && --left === 0) fire();
+    return result;
+  };
+  return { store, refused };
+}
+
 describe("copies of one event pipelined on one keep-alive connection", () => {
   it("the first's held 2xx, then each copy's 409, in order, on that connection; the handler runs once", async () => {
     let runs = 0;
+    const { store, refused } = refusing(2);
+    const { fired: ranAgain, fire: another } = signal();
     const app = express();
-    app.post(
-      "/webhooks",
-      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 } }),
-      async (_req, res) => {
-        runs++;
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        res.status(200).send("handled");
-      },
-    );
+    app.post("/webhooks", webhookMiddleware({ secret: SECRET, dedupe: { store, ttl: 60_000 } }), async (_req, res) => {
+      if (++runs > 1) another();
+      // The first answers once both copies were refused while it ran (or once a copy ran too:
+      // then the count below fails rather than the test waiting for ever).
+      await Promise.race([refused, ranAgain]);
+      res.status(200).send("handled");
+    });
     const server = await serve(createServer(app));
     const d = await delivery(SECRET);
-    const head = Object.entries(d.headers)
-      .map(([name, value]) => `${name}: ${value}\r\n`)
-      .join("");
-    const one = `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
-    const wire = await exchange(server, one + one + one, 600);
+    const one = rawDelivery(d);
+    const wire = await exchange(server, one + one + rawDelivery(d, "connection: close\r\n"));
     const answers = wire.split(/(?=HTTP\/1\.1 )/).map((answer) => [answer.slice(9, 12), answer.split("\r\n\r\n")[1]]);
     expect(answers.map(([status]) => status)).toEqual(["200", "409", "409"]);
     expect(answers[0]?.[1]).toBe("handled");
@@ -507,6 +508,10 @@ describe("a route without onEvent that begins a 2xx and keeps working when its c
     let runs = 0;
     let running = 0;
     let most = 0;
+    const { fired: started, fire: start } = signal();
+    const { fired: gone, fire: leave } = signal();
+    const { fired: finish, fire: release } = signal();
+    const { fired: ended, fire: end } = signal();
     const app = express();
     app.post(
       "/webhooks",
@@ -515,22 +520,29 @@ describe("a route without onEvent that begins a 2xx and keeps working when its c
         runs++;
         running++;
         most = Math.max(most, running);
+        res.once("close", leave);
         res.status(200).write("working");
-        await new Promise((resolve) => setTimeout(resolve, 500));
+        start();
+        // The first run works until the test lets it end; a second run (the fault) ends it at once.
+        if (runs > 1) release();
+        await finish;
         running--;
         res.end();
+        end();
       },
     );
     const server = await serve(createServer(app));
     const d = await delivery(SECRET);
-    const gone = new AbortController();
-    const first = post(server, d, { signal: gone.signal }).catch(() => undefined);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    gone.abort();
+    const client = new AbortController();
+    const first = post(server, d, { signal: client.signal }).catch(() => undefined);
+    await started;
+    client.abort();
     await first;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect((await post(server, d)).status).toBe(409);
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    expect([runs, most]).toEqual([1, 1]);
+    // The server saw the client leave (the watch's own "close" listener ran before the route's).
+    await gone;
+    const retry = await post(server, d);
+    release();
+    await ended;
+    expect([retry.status, runs, most]).toEqual([409, 1, 1]);
   });
 });
