@@ -468,11 +468,10 @@ describe("onEvent that answers on res and then touches it again", () => {
 function refusing(copies: number): { store: MemoryDedupeStore; refused: Promise<void> } {
   const store = new MemoryDedupeStore();
   const claim = store.claim.bind(store);
-  let left = copies;
-  const { fired: refused, fire } = signal();
+  const { fired: refused, fire } = signal(copies);
   store.claim = (id, lease) => {
     const result = claim(id, lease);
-    if (result === "in_flight" && --left === 0) fire();
+    if (result === "in_flight") fire();
     return result;
   };
   return { store, refused };
