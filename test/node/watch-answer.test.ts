@@ -11,7 +11,7 @@ import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
 import Koa from "koa";
 import { afterEach, describe, expect, it } from "vitest";
 import { delivery } from "../support/deliveries.js";
-import { exchange, post, serverPerTest } from "../support/http.js";
+import { attempt, exchange, post, serverPerTest, urlOf } from "../support/http.js";
 import { signal } from "../support/signal.js";
 
 // The held answer (node/watch-answer.ts) behaves, on the wire and to the code that writes it, as
@@ -124,6 +124,26 @@ const writers: Writer[] = [
         }
       }
       res.writeHead(200, { "x-good": "1" });
+      res.end("ok");
+    },
+  },
+  {
+    name: "res.writeHead() twice: the second throws Node's refusal, and the first head stands",
+    route: (seen) => (_req, res) => {
+      res.writeHead(201, { "x-a": "1" });
+      try {
+        res.writeHead(202, { "x-b": "1" });
+      } catch (error) {
+        seen.push(`${(error as { code?: string }).code}: ${(error as Error).message}`);
+      }
+      res.end("ok");
+    },
+  },
+  {
+    name: "res.writeHead(200, reason, headers): the reason and the headers leave with the head",
+    route: (seen) => (_req, res) => {
+      res.writeHead(200, "Fine", { "x-a": "1", "content-type": "text/plain" });
+      seen.push(`status ${res.statusCode} ${res.getHeader("x-a")}`);
       res.end("ok");
     },
   },
@@ -543,5 +563,61 @@ describe("a route without onEvent that begins a 2xx and keeps working when its c
     release();
     await ended;
     expect([retry.status, runs, most]).toEqual([409, 1, 1]);
+  });
+});
+
+describe("a held 2xx the receiver does not stand behind", () => {
+  it("onEvent that answers 200 and then throws: its error's 500 leaves in place of the 2xx, with none of the handler's headers, and the retry runs it again", async () => {
+    let runs = 0;
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware<express.Request, express.Response>({
+        secret: SECRET,
+        onError: () => {},
+        dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 },
+        onEvent: (_event, _req, res) => {
+          runs++;
+          res.setHeader("x-handler", "1");
+          res.status(200).type("text").send("handled");
+          if (runs === 1) throw new Error("failed after answering");
+        },
+      }),
+    );
+    const server = await serve(createServer(app));
+    const d = await delivery(SECRET);
+    const first = await post(server, d);
+    expect([first.status, first.code, first.headers.get("x-handler"), first.headers.get("connection")]).toEqual([
+      500,
+      "handler_error",
+      null,
+      "keep-alive",
+    ]);
+    const retry = await post(server, d);
+    expect([retry.status, retry.text, retry.headers.get("x-handler"), runs]).toEqual([200, "handled", "1", 2]);
+  });
+
+  it("a route that begins a 2xx and then fails while its client listens: the answer is cut, no 2xx arrives, and the retry runs the route again", async () => {
+    let runs = 0;
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, onError: () => {}, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      (_req, res, next) => {
+        runs++;
+        if (runs > 1) {
+          res.sendStatus(204);
+          return;
+        }
+        res.status(200).write("partial");
+        // Express's final handler cuts an answer whose head reads as sent: the connection is destroyed.
+        next(new Error("failed mid-answer"));
+      },
+    );
+    const server = await serve(createServer(app));
+    const d = await delivery(SECRET);
+    const first = await attempt(urlOf(server), d);
+    const retry = await attempt(urlOf(server), d);
+    expect([first, retry, runs]).toEqual([0, 204, 2]);
   });
 });
