@@ -7,6 +7,7 @@ import { webhookMiddleware } from "flag-webhooks/express";
 import { createEvent, signedDelivery } from "flag-webhooks/testing";
 import { describe, expect, it } from "vitest";
 import { attempt, serverPerTest, urlOf } from "../support/http.js";
+import { signal } from "../support/signal.js";
 
 // A client that hangs up while routes still work on pipelined deliveries of one keep-alive
 // connection: each route's claim stands until it ends its answer, so the sender's retry meanwhile
@@ -35,18 +36,28 @@ describe("Express without onEvent: pipelined deliveries, the client hangs up whi
     ["half-closes, then closes", "end"],
   ] as const)("the client %s: retries get 409 meanwhile, each event runs once", async (_name, how) => {
     const runs = new Map<string, number>();
+    const started = signal(2);
+    const left = signal();
+    const work = signal();
+    const recorded = signal(2);
+    const store = new MemoryDedupeStore();
+    const complete = store.complete.bind(store);
+    store.complete = (id, ttl) => {
+      complete(id, ttl);
+      recorded.fire();
+    };
     const app = express();
-    app.post(
-      "/webhooks",
-      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
-      async (req, res) => {
-        const id = req.webhookEvent?.id ?? "?";
-        runs.set(id, (runs.get(id) ?? 0) + 1);
-        res.status(200).write("working");
-        await sleep(600);
-        res.end();
-      },
-    );
+    app.post("/webhooks", webhookMiddleware({ secret: SECRET, dedupe: { store, ttl: "1h" } }), async (req, res) => {
+      const id = req.webhookEvent?.id ?? "?";
+      runs.set(id, (runs.get(id) ?? 0) + 1);
+      res.once("close", left.fire);
+      res.status(200).write("working");
+      started.fire();
+      // Both first runs work until the test lets them end; a second run of an event (the fault
+      // the test looks for) ends at once, so the count below fails rather than the test hanging.
+      if (runs.get(id) === 1) await work.fired;
+      res.end();
+    });
     const { port, url } = await serve(createServer(app));
     const [a, b] = [createEvent("flag.updated"), createEvent("flag.updated")];
     const da = await signedDelivery({ secret: SECRET, event: a });
@@ -54,16 +65,19 @@ describe("Express without onEvent: pipelined deliveries, the client hangs up whi
     const socket = connect(port, "127.0.0.1");
     socket.on("error", () => {});
     socket.write(raw(da) + raw(db));
-    await sleep(150);
+    await started.fired;
     if (how === "reset") socket.resetAndDestroy();
     else {
-      socket.end();
-      await sleep(20);
+      // Its end sent (the half-close), then the connection closed.
+      await new Promise<void>((resolve) => socket.end(resolve));
       socket.destroy();
     }
-    await sleep(50);
+    // The server saw the client leave: the answer on the wire closed (the watch's "close" listener
+    // runs first; the second answer, queued behind it, gets no "close" of its own).
+    await left.fired;
     const retries = [await attempt(url, da), await attempt(url, db)];
-    await sleep(700);
+    work.fire();
+    await recorded.fired;
     const later = [await attempt(url, da), await attempt(url, db)];
     expect([retries, later, runs.get(a.id), runs.get(b.id)]).toEqual([[409, 409], [204, 204], 1, 1]);
   });

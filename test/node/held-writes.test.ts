@@ -130,6 +130,21 @@ describe.each(Object.entries(hosts))("on %s, a held 2xx streamed with pipeline()
     const retry = await post(server, d);
     expect([retry.status, retry.text.length, runs]).toEqual([200, 2, 2]);
   });
+  it(`cuts an answer whose end() brings the held body past ${MAX_HELD_BYTES} bytes: the sender gets no 2xx, and its retry runs the route again`, async () => {
+    let runs = 0;
+    const server = await serve(
+      host(async (res) => {
+        runs++;
+        res.writeHead(200);
+        res.write("a");
+        res.end(runs === 1 ? Buffer.alloc(MAX_HELD_BYTES, 98) : "b");
+      }),
+    );
+    const d = await delivery(SECRET);
+    expect(await attempt(urlOf(server), d)).toBe(0);
+    const retry = await post(server, d);
+    expect([retry.status, retry.text, runs]).toEqual([200, "ab", 2]);
+  });
 });
 
 describe.each(Object.entries(hosts))(

@@ -1,5 +1,4 @@
 import { createServer, type Server } from "node:http";
-import { connect } from "node:net";
 import { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import compression from "compression";
@@ -12,7 +11,8 @@ import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
 import Koa from "koa";
 import { afterEach, describe, expect, it } from "vitest";
 import { delivery } from "../support/deliveries.js";
-import { post, serverPerTest } from "../support/http.js";
+import { attempt, exchange, post, serverPerTest, urlOf } from "../support/http.js";
+import { signal } from "../support/signal.js";
 
 // The held answer (node/watch-answer.ts) behaves, on the wire and to the code that writes it, as
 // the same answer would without holding: with dedupe on, a 2xx waits in memory until the store has
@@ -23,36 +23,28 @@ import { post, serverPerTest } from "../support/http.js";
 const SECRET = "watch-answer-secret";
 const serve = serverPerTest();
 
-/** Two signed deliveries written back to back on one connection (pipelined, keep-alive). */
-async function twoPipelined(extraHeaders: string): Promise<string> {
-  const one = async () => {
-    const d = await delivery(SECRET);
-    const head = Object.entries(d.headers)
-      .map(([name, value]) => `${name}: ${value}\r\n`)
-      .join("");
-    return `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\n${extraHeaders}content-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
-  };
-  return (await one()) + (await one());
+/** One signed delivery as raw HTTP/1.1 bytes, with `extraHeaders` (each line ending in CRLF). */
+function rawDelivery(d: { body: string; headers: Record<string, string> }, extraHeaders = ""): string {
+  const head = Object.entries(d.headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join("");
+  return `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\n${extraHeaders}content-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
 }
 
-/** The raw bytes the server answers on one connection within `ms`, its Date headers left out. */
-function exchange(server: Server, bytes: string, ms = 500): Promise<string> {
-  const { port } = server.address() as { port: number };
-  return new Promise((resolve) => {
-    const socket = connect(port, "127.0.0.1");
-    let received = "";
-    const done = () => {
-      socket.destroy();
-      resolve(received.replace(/^date: .*\r\n/gim, ""));
-    };
-    socket.on("data", (chunk: Buffer) => {
-      received += chunk.toString("latin1");
-    });
-    socket.on("error", () => {});
-    socket.on("close", done);
-    socket.write(bytes);
-    setTimeout(done, ms);
-  });
+/**
+ * Two signed deliveries written back to back on one connection (pipelined, keep-alive), the
+ * second asking the server to close the connection after its answer: the end of what is read.
+ */
+async function twoPipelined(extraHeaders: string): Promise<string> {
+  return (
+    rawDelivery(await delivery(SECRET), extraHeaders) +
+    rawDelivery(await delivery(SECRET), `${extraHeaders}connection: close\r\n`)
+  );
+}
+
+/** The raw bytes the server answers on one connection, read to its close, Date headers left out. */
+async function wireOf(server: Server, bytes: string): Promise<string> {
+  return (await exchange(server, bytes)).replace(/^date: .*\r\n/gim, "");
 }
 
 interface Writer {
@@ -132,6 +124,26 @@ const writers: Writer[] = [
         }
       }
       res.writeHead(200, { "x-good": "1" });
+      res.end("ok");
+    },
+  },
+  {
+    name: "res.writeHead() twice: the second throws Node's refusal, and the first head stands",
+    route: (seen) => (_req, res) => {
+      res.writeHead(201, { "x-a": "1" });
+      try {
+        res.writeHead(202, { "x-b": "1" });
+      } catch (error) {
+        seen.push(`${(error as { code?: string }).code}: ${(error as Error).message}`);
+      }
+      res.end("ok");
+    },
+  },
+  {
+    name: "res.writeHead(200, reason, headers): the reason and the headers leave with the head",
+    route: (seen) => (_req, res) => {
+      res.writeHead(200, "Fine", { "x-a": "1", "content-type": "text/plain" });
+      seen.push(`status ${res.statusCode} ${res.getHeader("x-a")}`);
       res.end("ok");
     },
   },
@@ -327,8 +339,7 @@ describe("a held 2xx leaves as Node would have sent it at once", () => {
         const seen: string[] = [];
         const errors: unknown[] = [];
         const server = await appFor(writer, dedupe, seen, errors);
-        const wire = await exchange(server, await twoPipelined(writer.headers ?? ""));
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        const wire = await wireOf(server, await twoPipelined(writer.headers ?? ""));
         runs.push({ wire, seen, errors: errors.map(String) });
       }
       const [plain, held] = runs;
@@ -430,8 +441,7 @@ describe("a held 2xx written through Fastify and Koa leaves as it would at once"
       for (const dedupe of [false, true]) {
         const seen: string[] = [];
         const server = await framework.make(dedupe, seen);
-        const wire = await exchange(server, await twoPipelined(""));
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        const wire = await wireOf(server, await twoPipelined(""));
         runs.push({ wire, seen });
       }
       const [plain, held] = runs;
@@ -474,26 +484,36 @@ describe("onEvent that answers on res and then touches it again", () => {
   });
 });
 
+/** A store that tells when it has refused `copies` claims as in flight: the copies were answered 409. */
+function refusing(copies: number): { store: MemoryDedupeStore; refused: Promise<void> } {
+  const store = new MemoryDedupeStore();
+  const claim = store.claim.bind(store);
+  const { fired: refused, fire } = signal(copies);
+  store.claim = (id, lease) => {
+    const result = claim(id, lease);
+    if (result === "in_flight") fire();
+    return result;
+  };
+  return { store, refused };
+}
+
 describe("copies of one event pipelined on one keep-alive connection", () => {
   it("the first's held 2xx, then each copy's 409, in order, on that connection; the handler runs once", async () => {
     let runs = 0;
+    const { store, refused } = refusing(2);
+    const { fired: ranAgain, fire: another } = signal();
     const app = express();
-    app.post(
-      "/webhooks",
-      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 } }),
-      async (_req, res) => {
-        runs++;
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        res.status(200).send("handled");
-      },
-    );
+    app.post("/webhooks", webhookMiddleware({ secret: SECRET, dedupe: { store, ttl: 60_000 } }), async (_req, res) => {
+      if (++runs > 1) another();
+      // The first answers once both copies were refused while it ran (or once a copy ran too:
+      // then the count below fails rather than the test waiting for ever).
+      await Promise.race([refused, ranAgain]);
+      res.status(200).send("handled");
+    });
     const server = await serve(createServer(app));
     const d = await delivery(SECRET);
-    const head = Object.entries(d.headers)
-      .map(([name, value]) => `${name}: ${value}\r\n`)
-      .join("");
-    const one = `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
-    const wire = await exchange(server, one + one + one, 600);
+    const one = rawDelivery(d);
+    const wire = await exchange(server, one + one + rawDelivery(d, "connection: close\r\n"));
     const answers = wire.split(/(?=HTTP\/1\.1 )/).map((answer) => [answer.slice(9, 12), answer.split("\r\n\r\n")[1]]);
     expect(answers.map(([status]) => status)).toEqual(["200", "409", "409"]);
     expect(answers[0]?.[1]).toBe("handled");
@@ -507,6 +527,10 @@ describe("a route without onEvent that begins a 2xx and keeps working when its c
     let runs = 0;
     let running = 0;
     let most = 0;
+    const { fired: started, fire: start } = signal();
+    const { fired: gone, fire: leave } = signal();
+    const { fired: finish, fire: release } = signal();
+    const { fired: ended, fire: end } = signal();
     const app = express();
     app.post(
       "/webhooks",
@@ -515,22 +539,85 @@ describe("a route without onEvent that begins a 2xx and keeps working when its c
         runs++;
         running++;
         most = Math.max(most, running);
+        res.once("close", leave);
         res.status(200).write("working");
-        await new Promise((resolve) => setTimeout(resolve, 500));
+        start();
+        // The first run works until the test lets it end; a second run (the fault) ends it at once.
+        if (runs > 1) release();
+        await finish;
         running--;
         res.end();
+        end();
       },
     );
     const server = await serve(createServer(app));
     const d = await delivery(SECRET);
-    const gone = new AbortController();
-    const first = post(server, d, { signal: gone.signal }).catch(() => undefined);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    gone.abort();
+    const client = new AbortController();
+    const first = post(server, d, { signal: client.signal }).catch(() => undefined);
+    await started;
+    client.abort();
     await first;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect((await post(server, d)).status).toBe(409);
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    expect([runs, most]).toEqual([1, 1]);
+    // The server saw the client leave (the watch's own "close" listener ran before the route's).
+    await gone;
+    const retry = await post(server, d);
+    release();
+    await ended;
+    expect([retry.status, runs, most]).toEqual([409, 1, 1]);
+  });
+});
+
+describe("a held 2xx the receiver does not stand behind", () => {
+  it("onEvent that answers 200 and then throws: its error's 500 leaves in place of the 2xx, with none of the handler's headers, and the retry runs it again", async () => {
+    let runs = 0;
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware<express.Request, express.Response>({
+        secret: SECRET,
+        onError: () => {},
+        dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 },
+        onEvent: (_event, _req, res) => {
+          runs++;
+          res.setHeader("x-handler", "1");
+          res.status(200).type("text").send("handled");
+          if (runs === 1) throw new Error("failed after answering");
+        },
+      }),
+    );
+    const server = await serve(createServer(app));
+    const d = await delivery(SECRET);
+    const first = await post(server, d);
+    expect([first.status, first.code, first.headers.get("x-handler"), first.headers.get("connection")]).toEqual([
+      500,
+      "handler_error",
+      null,
+      "keep-alive",
+    ]);
+    const retry = await post(server, d);
+    expect([retry.status, retry.text, retry.headers.get("x-handler"), runs]).toEqual([200, "handled", "1", 2]);
+  });
+
+  it("a route that begins a 2xx and then fails while its client listens: the answer is cut, no 2xx arrives, and the retry runs the route again", async () => {
+    let runs = 0;
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, onError: () => {}, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      (_req, res, next) => {
+        runs++;
+        if (runs > 1) {
+          res.sendStatus(204);
+          return;
+        }
+        res.status(200).write("partial");
+        // Express's final handler cuts an answer whose head reads as sent: the connection is destroyed.
+        next(new Error("failed mid-answer"));
+      },
+    );
+    const server = await serve(createServer(app));
+    const d = await delivery(SECRET);
+    const first = await attempt(urlOf(server), d);
+    const retry = await attempt(urlOf(server), d);
+    expect([first, retry, runs]).toEqual([0, 204, 2]);
   });
 });

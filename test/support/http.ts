@@ -1,5 +1,5 @@
 import { request as httpRequest, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, connect } from "node:net";
 import { afterEach } from "vitest";
 import type { DeliveryCase } from "./cases.js";
 
@@ -133,4 +133,54 @@ export async function attempt(
   } catch {
     return 0;
   }
+}
+
+/**
+ * Writes `bytes` (one or more raw HTTP/1.1 requests, pipelined) on one new connection to a
+ * listening server and reads the whole of what it answers, in latin1 so that each byte is one
+ * character. The read ends when the server closes the connection (the last request asks it to,
+ * with `connection: close`) and every response it began has closed on its side, so whatever the
+ * app does once an answer is sent (a `finish` listener, a framework's onResponse hook) is done
+ * too: no wait for a fixed time, which a loaded machine overruns and an idle one wastes.
+ * A server that never closes it (a fault) gets `giveUp` ms: what came by then is returned, so the
+ * test fails on what was answered rather than on its own timeout.
+ */
+export function exchange(server: Server, bytes: string, giveUp = 10_000): Promise<string> {
+  const { port } = server.address() as AddressInfo;
+  let open = 0;
+  let clientClosed = false;
+  return new Promise((resolve) => {
+    let received = "";
+    const settle = () => {
+      if (!clientClosed || open > 0) return;
+      server.off("request", track);
+      clearTimeout(limit);
+      // One turn more: what a response's "close" listeners start (a promise, a deferred callback) runs.
+      setImmediate(() => resolve(received));
+    };
+    const track = (_req: unknown, res: { once(event: "close", listener: () => void): unknown }) => {
+      open++;
+      res.once("close", () => {
+        open--;
+        settle();
+      });
+    };
+    server.on("request", track);
+    const socket = connect(port, "127.0.0.1");
+    socket.on("data", (chunk: Buffer) => {
+      received += chunk.toString("latin1");
+    });
+    socket.on("error", () => {});
+    const limit = setTimeout(() => {
+      server.off("request", track);
+      socket.destroy();
+      resolve(received);
+    }, giveUp);
+    limit.unref();
+    socket.on("close", () => {
+      clientClosed = true;
+      settle();
+    });
+    socket.write(bytes);
+  });
 }
