@@ -1,7 +1,15 @@
 // The Postgres inbox's table of ordered positions (its `order` option): one row per flag, its
-// positions as JSON, expiring with the handled ids' retention. Statements of their own beside
+// positions as JSON, kept with the handled ids' retention. Statements of their own beside
 // the inbox's, for migrate().
+//
+// A row is read whether its retention has run out or not, and prune() deletes expired rows only
+// while the scope keeps no event (pending, running or parked): a kept event may run, or be
+// replayed, long after it came, past any retention, and judged against no positions it would undo
+// a newer change that succeeded meanwhile. An expired row read by handle() changes nothing: its
+// positions are older than anything `maxAge` lets in. Rows stay bounded by the flags, since the
+// rule forgets positions older than the retention before a flag's newest.
 import type { PositionsInTransaction } from "../order/in-transaction.js";
+import { KEPT, stateList } from "../work/states.js";
 import type { Statement } from "./drivers.js";
 
 /** The positions table's DDL, for the inbox table `table` (quoted, optionally `"schema"."table"`). */
@@ -17,9 +25,10 @@ export function orderSchema(table: string): string[] {
   ];
 }
 
-/** Deletes a scope's expired positions. ($1 scope) */
+/** Deletes a scope's expired positions, unless it keeps events (see the head of this file). ($1 scope) */
 export function prunePositions(table: string): string {
-  return `delete from ${positionsTable(table)} where scope = $1 and expires_at < now()`;
+  return `delete from ${positionsTable(table)} where scope = $1 and expires_at < now()
+    and not exists (select 1 from ${table} where scope = $1 and state in ${stateList(KEPT)})`;
 }
 
 /**
@@ -35,7 +44,7 @@ function flagRow(t: string, scope: string, flag: string, from: string): string {
   return `flag_row as (
     insert into ${t} (scope, flag, positions, expires_at) select ${scope}, ${flag}, null, now() from ${from}
     on conflict (scope, flag) do update set scope = excluded.scope
-    returning case when ${t}.expires_at > now() then ${t}.positions end as positions
+    returning ${t}.positions -- whether expired or not: see the head of this file
   )`;
 }
 

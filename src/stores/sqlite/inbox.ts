@@ -196,7 +196,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
       total += rows.length;
       if (rows.length >= PRUNE_BATCH) continue;
       // Positions of ordered flags expire with the ids: an event older than them is past maxAge.
-      if (this.#order) await this.#write(this.#order.sql.prune, [this.#scope, Date.now()], false);
+      if (this.#order) await this.#write(this.#order.sql.prune, [this.#scope, Date.now(), this.#scope], false);
       return total;
     }
   }
