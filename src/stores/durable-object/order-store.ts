@@ -81,7 +81,17 @@ export class DurableObjectOrderStore implements OrderStore {
         ended = true;
         const command: OrderCommand = { op: "commit", key, token, ms: this.retention };
         if (next) command.positions = JSON.stringify(next);
-        if ((await this.#send(command)) !== "ok") {
+        let answer: unknown;
+        try {
+          answer = await this.#send(command);
+        } catch (error) {
+          // The object could not write (a record past its largest value, storage failing): the
+          // hold is still there. End it, if still this one's, so the flag's next delivery need
+          // not wait out the lease.
+          await this.#send({ op: "release", key, token, ms: 0 }).catch(() => undefined);
+          throw error;
+        }
+        if (answer !== "ok") {
           throw new Error(`flag-webhooks: the hold on flag ${JSON.stringify(flag)} ran out`);
         }
       },

@@ -94,8 +94,13 @@ export class DynamoDBOrderStore implements OrderStore {
         try {
           await (next ? this.#write(pk, token, next) : this.#unhold(pk, token));
         } catch (error) {
-          if (!isConditionFailure(error)) throw error;
-          throw new Error(`flag-webhooks: the hold on flag ${JSON.stringify(flag)} ran out`);
+          if (isConditionFailure(error))
+            throw new Error(`flag-webhooks: the hold on flag ${JSON.stringify(flag)} ran out`);
+          // A write DynamoDB refused (an item past 400 KB, a throttle, no answer in time) left the
+          // hold in place: end it, if still this one's, so the flag's next delivery need not wait
+          // out the lease.
+          await this.#unhold(pk, token).catch(() => undefined);
+          throw error;
         } finally {
           end();
         }

@@ -77,12 +77,11 @@ describe("a flag's positions past the backend's largest value", () => {
     expect(await send(9, 100, 400)).toBe(204);
   }, 60_000);
 
-  // After that failed commit the hold is left on the item until its lease runs out (60 s by
-  // default): the store does not end a hold whose commit failed for another reason than a lapse,
-  // so every delivery of the flag, even one that only changes a path it already has, waits and is
-  // answered 503. A fix must end the hold (conditioned on its token, so a commit that did land
-  // is not undone) when the commit fails.
-  it.fails("DynamoDB: after that refused commit, an event changing only a path the flag already has is handled at once (today 503 for the lease)", async () => {
+  // After that failed commit the hold was left on the item until its lease ran out (60 s by
+  // default), so every delivery of the flag, even one that only changes a path it already has,
+  // waited and was answered 503. Fixed: a commit that fails for another reason than a lapse ends
+  // the hold, conditioned on its token.
+  it("DynamoDB: after that refused commit, an event changing only a path the flag already has is handled at once", async () => {
     const { send } = receiver(dynamo());
     await fill(send, 9, 100, 400);
     expect(await send(9, 100, 400)).toBe(503);
@@ -97,9 +96,9 @@ describe("a flag's positions past the backend's largest value", () => {
     expect(await send(10, 25, 8000)).toBe(204);
   }, 60_000);
 
-  // And the OrderObject keeps the hold of that failed commit for its lease (#end's write threw
-  // after the holder was read), so the flag is held for everyone.
-  it.fails("Durable Objects: after that refused commit, an event changing a path the flag already has is handled at once (today 503 for the lease)", async () => {
+  // And the OrderObject kept the hold of that failed commit for its lease (#end's write threw
+  // after the holder was read), so the flag was held for everyone. Fixed as on DynamoDB.
+  it("Durable Objects: after that refused commit, an event changing a path the flag already has is handled at once", async () => {
     const { send } = receiver(object());
     await fill(send, 10, 25, 8000);
     expect(await send(10, 25, 8000)).toBe(503);
