@@ -15,8 +15,10 @@ import { type PackedProject, packedProject, root } from "../support/packed.js";
 // Measured 201,704 B (with package.json, README and LICENSE) with the pages on where to deploy,
 // SQLite and the architecture; then 227,983 B with the pages on keeping events for a worker
 // (inbox-worker.md) and on ordered delivery (order.md), the command's inbox and schema sections,
-// and the benchmark results of both. The budget is that + 5%, rounded up to 64 B, the rule of entries.ts.
-const DOCUMENTATION_BUDGET = 239_424;
+// and the benchmark results of both; then 245,503 B with group commit, the cost of memory dedupe
+// taken apart, ordering's 1,000-run property tests and Redis Cluster, and their figures.
+// The budget is that + 5%, rounded up to 64 B, the rule of entries.ts.
+const DOCUMENTATION_BUDGET = 257_792;
 
 let project: PackedProject;
 beforeAll(() => {
