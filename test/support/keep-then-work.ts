@@ -507,3 +507,40 @@ export function describeKeepThenWork(name: string, setup: () => Promise<KeepSubj
     }, 60_000);
   });
 }
+
+/**
+ * An attempt whose handler is stuck in a statement on the server past its deadline: `hold()` takes
+ * a lock outside the inbox and resolves with its release; an event is kept in the inbox
+ * `inboxOf()` makes, and a worker (deadline 150 ms, lease 1 min) runs `runStatement(tx, id)`, which
+ * waits on that lock and ignores its signal. drain() must end while the statement still waits;
+ * the lock is let go only then. Resolves with the event's id and the inbox, once drained and closed.
+ */
+export async function stuckAttempt(
+  inboxOf: () => KeepingInbox,
+  runStatement: (tx: unknown, id: string) => Promise<unknown>,
+  hold: () => Promise<() => Promise<void>>,
+): Promise<{ id: string; inbox: KeepingInbox }> {
+  const release = await hold();
+  const inbox = inboxOf();
+  const id = newId();
+  await inbox.enqueue()(eventOf(id));
+  const worker = inbox.work((event, tx) => runStatement(tx, event.id), {
+    interval: false,
+    deadline: 150,
+    lease: "1m",
+    retries: ["1h"],
+  });
+  let drained = false;
+  const draining = worker.drain().then(() => {
+    drained = true;
+  });
+  try {
+    // A liveness bound 60 times the deadline, not a speed claim.
+    await vi.waitFor(() => expect(drained).toBe(true), { timeout: 9_000, interval: 50 });
+  } finally {
+    await release();
+    await draining;
+    await worker.close();
+  }
+  return { id, inbox };
+}

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it, vi } from "vitest";
 import { adapterReceiver } from "../../support/adapter-receivers.js";
 import { eventJson } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
-import { describeKeepThenWork, type KeepingInbox } from "../../support/keep-then-work.js";
+import { describeKeepThenWork, type KeepingInbox, stuckAttempt } from "../../support/keep-then-work.js";
 import { effectsDatabase } from "../../support/postgres-effects.js";
 import { postgresAvailability } from "../../support/postgres-server.js";
 
@@ -191,67 +191,41 @@ describe.skipIf(skip !== undefined)(
     // that lock as long as the statement waits (here until the test lets go): drain() and close()
     // would hang. The worker cancels that statement (pg_cancel_backend of the pid still in the
     // attempt's transaction): the transaction rolls back and frees the row at once.
-    it("ends the attempt at its deadline while the handler's statement still waits on the server", async () => {
+    /** An advisory lock held on its own connection, as stuckAttempt() takes it: its key, and its release. */
+    const advisoryLock = (key: number) => async () => {
       const holder = await database.admin.connect();
-      const key = Math.floor(Math.random() * 1e9);
       await holder.query("select pg_advisory_lock($1)", [key]);
-      const inbox = new PostgresInbox(database.pool(3), { scope: `stuck-${Date.now()}` });
-      const id = `evt_stuck_${Date.now()}`;
-      await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
-      const worker = inbox.work(
-        async (event, tx) => {
-          await tx.query("insert into effects (event_id) values ($1)", [event.id]);
-          // Ignores its signal: the statement waits on the server for a lock the test holds.
-          await tx.query("select pg_advisory_xact_lock($1)", [key]);
-        },
-        { interval: false, deadline: 150, lease: "1m", retries: ["1h"] },
-      );
-      let drained = false;
-      const draining = worker.drain().then(() => {
-        drained = true;
-      });
-      try {
-        // A liveness bound 60 times the deadline, not a speed claim.
-        await vi.waitFor(() => expect(drained).toBe(true), { timeout: 9_000, interval: 50 });
-      } finally {
+      return async () => {
         await holder.query("select pg_advisory_unlock($1)", [key]);
         holder.release();
-        await draining;
-        await worker.close();
-      }
+      };
+    };
+
+    it("ends the attempt at its deadline while the handler's statement still waits on the server", async () => {
+      const key = Math.floor(Math.random() * 1e9);
+      const { id, inbox } = await stuckAttempt(
+        () => new PostgresInbox(database.pool(3), { scope: `stuck-${Date.now()}` }) as unknown as KeepingInbox,
+        async (tx, eventId) => {
+          await (tx as pg.PoolClient).query("insert into effects (event_id) values ($1)", [eventId]);
+          // Ignores its signal: the statement waits on the server for a lock the test holds.
+          await (tx as pg.PoolClient).query("select pg_advisory_xact_lock($1)", [key]);
+        },
+        advisoryLock(key),
+      );
       expect((await inbox.kept(id))?.lastError).toMatch(/deadline of 150 ms/);
       expect(await database.effects(id)).toBe(0);
     }, 20_000);
 
     // The same on postgres.js, whose ROLLBACK would wait behind the handler's statement.
     it("postgres.js: ends the attempt at its deadline while the handler's statement still waits", async () => {
-      const holder = await database.admin.connect();
       const key = Math.floor(Math.random() * 1e9);
-      await holder.query("select pg_advisory_lock($1)", [key]);
       const sql = postgres(database.url, { max: 3, onnotice: () => {} });
       ends.push(() => sql.end());
-      const inbox = new PostgresInbox(sql, { scope: `stuck-js-${Date.now()}` });
-      const id = `evt_stuck_js_${Date.now()}`;
-      await inbox.enqueue()(createEvent("flag.updated", { id }) as never);
-      const worker = inbox.work(
-        async (_event, tx) => {
-          await (tx as unknown as postgres.Sql).unsafe("select pg_advisory_xact_lock($1)", [key]);
-        },
-        { interval: false, deadline: 150, lease: "1m", retries: ["1h"] },
+      const { id, inbox } = await stuckAttempt(
+        () => new PostgresInbox(sql, { scope: `stuck-js-${Date.now()}` }) as unknown as KeepingInbox,
+        (tx) => (tx as postgres.Sql).unsafe("select pg_advisory_xact_lock($1)", [key]),
+        advisoryLock(key),
       );
-      let drained = false;
-      const draining = worker.drain().then(() => {
-        drained = true;
-      });
-      try {
-        // A liveness bound 60 times the deadline, not a speed claim.
-        await vi.waitFor(() => expect(drained).toBe(true), { timeout: 9_000, interval: 50 });
-      } finally {
-        await holder.query("select pg_advisory_unlock($1)", [key]);
-        holder.release();
-        await draining;
-        await worker.close();
-      }
       expect((await inbox.kept(id))?.lastError).toMatch(/deadline of 150 ms/);
     }, 20_000);
   },
