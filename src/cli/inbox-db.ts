@@ -120,7 +120,17 @@ export async function loadPeer<T>(name: string, what: string): Promise<T> {
 
 /** A database's failure as one line, with any password of a connection string hidden. */
 export function databaseProblem(error: unknown, db: string): string {
-  return hidePassword(messageOf(error), db);
+  return hidePassword(messageOf(underlying(error)), db);
+}
+
+/**
+ * What the database itself said under an inbox's "unavailable; retry later": a sender is told to
+ * retry, but a person at the command line needs the cause (a missing column, a refused login).
+ */
+export function underlying(error: unknown): unknown {
+  let found = error;
+  for (let depth = 0; depth < 8 && found instanceof Error && found.cause !== undefined; depth++) found = found.cause;
+  return found;
 }
 
 /** `text` with the password of `db` (a connection string), as written or decoded, replaced by `***`. */

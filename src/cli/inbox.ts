@@ -4,7 +4,7 @@
 // the code decide alike; nothing is removed unless a purge names what.
 import { parseDuration } from "../util/duration.js";
 import { type Command, type CommandArgs, CommandError, UsageError } from "./command.js";
-import { DB_ENV, databaseProblem, type OpenInbox, openInbox } from "./inbox-db.js";
+import { DB_ENV, databaseProblem, type OpenInbox, openInbox, underlying } from "./inbox-db.js";
 import { Progress } from "./inbox-progress.js";
 import { eventDetails, eventTable } from "./inbox-table.js";
 
@@ -223,7 +223,8 @@ function instantOf(value: unknown, option: string): number {
 
 /** What to check when a statement failed on the table itself. */
 function hint(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
+  const cause = underlying(error);
+  const message = cause instanceof Error ? cause.message : String(cause);
   return /column|no such table|does not exist/i.test(message)
     ? " (is this the inbox's table, migrated by this version's inbox.migrate()?)"
     : "";
