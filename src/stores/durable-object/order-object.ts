@@ -12,8 +12,6 @@ export interface OrderCommand {
   ms: number;
   /** The new positions, as JSON (commit; absent to write none). */
   positions?: string;
-  /** How long the caller waits for the hold, in ms (hold; absent: as long as it takes). */
-  wait?: number;
 }
 
 /** A flag's record: its positions until `expiresAt`, and the hold on it, if any, until `leaseEnds` (ms). */
@@ -88,23 +86,15 @@ export class OrderObject {
     if (next !== Number.POSITIVE_INFINITY) await this.#storage.setAlarm(Math.max(next, now + SWEEP_EVERY));
   }
 
-  /**
-   * Takes the flag for `token` once no live hold is there, and answers its positions (null when
-   * none); `false`, taking nothing, once the caller's `wait` has passed: in a deployed Worker a
-   * caller that gave up has answered and is gone, and a hold taken for it would keep the flag from
-   * every delivery for a whole lease, with no one left to release it.
-   */
-  async #hold({ key, token, ms, wait }: OrderCommand): Promise<string | null | false> {
-    const until = wait === undefined ? Number.POSITIVE_INFINITY : Date.now() + wait;
+  /** Takes the flag for `token` once no live hold is there, and answers its positions (null when none). */
+  async #hold({ key, token, ms }: OrderCommand): Promise<string | null> {
     for (;;) {
       const { waited, taken } = await this.#serially(async () => {
         const entry = await this.#storage.get<Entry>(FLAG + key);
         const now = Date.now();
         if (entry?.holder !== undefined && (entry.leaseEnds ?? 0) > now) {
-          if (now >= until) return { waited: undefined, taken: false as const };
           // Waiting from now, in this turn: the holder's end, which comes after, cannot be missed.
-          const left = Math.min(entry.leaseEnds ?? now, until) - now;
-          return { waited: this.#wait(key, left), taken: undefined };
+          return { waited: this.#wait(key, (entry.leaseEnds ?? now) - now), taken: undefined };
         }
         const live = entry && entry.expiresAt > now ? entry.positions : undefined;
         // A flag with no positions yet keeps its record for the lease only.
@@ -187,7 +177,7 @@ export class OrderObject {
 
 /** The command a request's JSON holds; undefined when it is none. */
 function commandOf(value: unknown): OrderCommand | undefined {
-  const { op, key, token, ms, positions, wait } = (value ?? {}) as Partial<OrderCommand>;
+  const { op, key, token, ms, positions } = (value ?? {}) as Partial<OrderCommand>;
   if (
     (op === "hold" || op === "commit" || op === "release") &&
     typeof key === "string" &&
@@ -196,17 +186,9 @@ function commandOf(value: unknown): OrderCommand | undefined {
     token !== "" &&
     isFiniteNumber(ms) &&
     ms >= 0 &&
-    (positions === undefined || typeof positions === "string") &&
-    (wait === undefined || (isFiniteNumber(wait) && wait >= 0))
+    (positions === undefined || typeof positions === "string")
   ) {
-    return {
-      op,
-      key,
-      token,
-      ms,
-      ...(positions !== undefined && { positions }),
-      ...(wait !== undefined && { wait }),
-    };
+    return positions === undefined ? { op, key, token, ms } : { op, key, token, ms, positions };
   }
   return undefined;
 }
