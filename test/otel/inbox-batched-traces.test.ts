@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { delivery } from "../support/deliveries.js";
 import { close, listen, post } from "../support/http.js";
 import { type Sdk, startSdk } from "../support/otel.js";
-import { databaseFile } from "../support/sqlite.js";
+import { commitCounting, databaseFile } from "../support/sqlite.js";
 
 // Deliveries kept by one COMMIT (group commit) each keep the trace context of their own
 // delivery, so that each event's attempts join its own trace: the rows of one batch are written
@@ -36,8 +36,10 @@ describe("group commit and the trace context of each kept event", () => {
     const db = new Database(file);
     db.pragma("journal_mode = wal");
     const other = new Database(file);
-    const inbox = new SqliteInbox(db, { scope: "otel-batch" });
+    const { connection, commits } = commitCounting(db);
+    const inbox = new SqliteInbox(connection, { scope: "otel-batch" });
     await inbox.migrate();
+    const before = commits();
     const telemetry = openTelemetry({ meterProvider: sdk.meterProvider });
     server = await listen(
       createAdaptorServer({
@@ -51,6 +53,8 @@ describe("group commit and the trace context of each kept event", () => {
     await sleep(300);
     other.exec("rollback");
     expect((await Promise.all(answers)).map((answer) => answer.status)).toEqual(ids.map(() => 202));
+    // They did share COMMITs: otherwise this test would say nothing of a batch's rows.
+    expect(commits() - before).toBeLessThan(ids.length);
 
     const receives = await sdk.ended("flag-webhooks.receive", ids.length);
     const traceOf = (id: string) =>

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
+import type Database from "better-sqlite3";
 import type { DedupeStore } from "flag-webhooks";
 import { type AdapterName, adapterReceiver, type ReceiverOptions, type Send } from "./adapter-receivers.js";
 import { startReceiverProcess } from "./crash.js";
@@ -93,4 +94,51 @@ export function remoteStore(receiver: ReceiverProcess, instance: "store" | "peer
     complete: async (id, ttl) => void (await call("complete", id, ttl)),
     release: async (id) => void (await call("release", id)),
   };
+}
+
+/**
+ * `db` seen through a proxy that counts the COMMITs that wrote (the connection's count of changed
+ * rows moved), whether run as a prepared `commit` or inside an `exec`: what group commit saves.
+ */
+export function commitCounting(db: Database.Database): { connection: Database.Database; commits: () => number } {
+  // A COMMIT is counted when its transaction wrote (the connection's count of changed rows moved).
+  let commits = 0;
+  const changes = db.prepare("select total_changes() as n");
+  let changed = 0;
+  const committed = () => {
+    const now = (changes.get() as { n: number }).n;
+    if (now !== changed) commits++;
+    changed = now;
+  };
+  const counted = (statement: Database.Statement) =>
+    new Proxy(statement, {
+      get(target, key) {
+        if (key === "run") {
+          return (...args: unknown[]) => {
+            const result = target.run(...args);
+            committed();
+            return result;
+          };
+        }
+        const value = Reflect.get(target, key, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+  const connection = new Proxy(db, {
+    get(target, key) {
+      if (key === "prepare") {
+        return (sql: string) => (/^\s*commit\b/i.test(sql) ? counted(target.prepare(sql)) : target.prepare(sql));
+      }
+      if (key === "exec") {
+        return (sql: string) => {
+          const result = target.exec(sql);
+          if (/(^|;)\s*commit\b/i.test(sql)) committed();
+          return result;
+        };
+      }
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return { connection, commits: () => commits };
 }

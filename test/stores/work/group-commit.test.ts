@@ -14,7 +14,7 @@ import { freePort } from "../../support/free-port.js";
 import { KEEP_CRASH_SECRET, startKeepProcess } from "../../support/keep-crash.js";
 import { effectsDatabase } from "../../support/postgres-effects.js";
 import { postgresAvailability } from "../../support/postgres-server.js";
-import { databaseFile } from "../../support/sqlite.js";
+import { commitCounting, databaseFile } from "../../support/sqlite.js";
 
 // Group commit on the receiving side of keep-then-work: deliveries that arrive while a COMMIT is
 // in flight are kept together by the next one, each still answered from its own row (202 new,
@@ -132,48 +132,10 @@ async function sqliteSubject(): Promise<Subject> {
     create table children (parent_id text references parents (id) deferrable initially deferred);
     create trigger refuse_poison after insert on flag_webhooks_inbox when new.id like 'evt_poison%'
       begin insert into children values ('none'); end;`);
-  // A COMMIT is counted when its transaction wrote (the connection's count of changed rows moved).
-  let commits = 0;
-  const changes = db.prepare("select total_changes() as n");
-  let changed = 0;
-  const committed = () => {
-    const now = (changes.get() as { n: number }).n;
-    if (now !== changed) commits++;
-    changed = now;
-  };
-  const counted = (statement: Database.Statement) =>
-    new Proxy(statement, {
-      get(target, key) {
-        if (key === "run") {
-          return (...args: unknown[]) => {
-            const result = target.run(...args);
-            committed();
-            return result;
-          };
-        }
-        const value = Reflect.get(target, key, target);
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    });
-  const connection = new Proxy(db, {
-    get(target, key) {
-      if (key === "prepare") {
-        return (sql: string) => (/^\s*commit\b/i.test(sql) ? counted(target.prepare(sql)) : target.prepare(sql));
-      }
-      if (key === "exec") {
-        return (sql: string) => {
-          const result = target.exec(sql);
-          if (/(^|;)\s*commit\b/i.test(sql)) committed();
-          return result;
-        };
-      }
-      const value = Reflect.get(target, key, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
+  const { connection, commits } = commitCounting(db);
   return {
     inbox: (scope) => new SqliteInbox(connection, { scope }),
-    commits: async () => commits,
+    commits: async () => commits(),
     async hold() {
       other.exec("begin immediate");
       return async () => void other.exec("rollback");
