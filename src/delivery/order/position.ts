@@ -70,3 +70,10 @@ export function positionAt(ms: number): Position {
   const digits = fraction.replace(/0+$/, "");
   return digits ? `${instant}.${digits}` : (instant as string);
 }
+
+/** The instant of `position` (ms since the epoch): the inverse of {@link positionAt}; NaN for no position. */
+export function instantOf(position: Position | undefined): number {
+  if (position === undefined) return Number.NaN;
+  const space = position.indexOf(" ");
+  return Date.parse(`${space < 0 ? position : position.slice(0, space)}Z`);
+}

@@ -4,7 +4,7 @@
 // and the record to write once the delivery is handled. The receiver, the inboxes and a worker
 // all call this one function.
 import type { FlagChange, FlagField, WebhookEvent } from "../../events.js";
-import { comparePositions, later, type Position, positionAt, positionOf } from "./position.js";
+import { comparePositions, instantOf, later, type Position, positionAt, positionOf } from "./position.js";
 
 /**
  * What a store keeps of one flag: the positions last applied. Plain JSON, so any store can keep
@@ -118,7 +118,7 @@ function decide(event: WebhookEvent, flag: string, at: Position, record: FlagPos
 function forget(record: FlagPositions, retention: number): FlagPositions {
   let newest = record.reset;
   for (const position of Object.values(record.fields)) newest = later(newest, position);
-  const instant = newest === undefined ? Number.NaN : Date.parse(`${newest.slice(0, newest.indexOf(" "))}Z`);
+  const instant = instantOf(newest);
   if (!Number.isFinite(instant - retention)) return record;
   const cutoff = positionAt(instant - retention);
   const fields: Record<string, Position> = {};

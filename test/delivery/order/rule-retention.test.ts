@@ -2,7 +2,7 @@ import fc from "fast-check";
 import type { WebhookEvent } from "flag-webhooks";
 import { createEvent, FlagMirror, inOrder } from "flag-webhooks/testing";
 import { describe, expect, it } from "vitest";
-import { comparePositions, positionOf } from "../../../src/delivery/order/position.js";
+import { comparePositions, instantOf, positionAt, positionOf } from "../../../src/delivery/order/position.js";
 import { type FlagPositions, orderEvent, orderedView } from "../../../src/delivery/order/rule.js";
 import { CLOCK_SKEW } from "../../../src/delivery/replay-window.js";
 
@@ -119,5 +119,19 @@ describe("the positions' retention", () => {
       }),
       { numRuns: 1000 },
     );
+  });
+});
+
+describe("a position's instant", () => {
+  it("is read back from a position the way it was written: at an instant, and of an event at it", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: Date.UTC(9999, 0) }), fc.string(), (ms, id) => {
+        expect(instantOf(positionAt(ms))).toBe(ms);
+        const createdAt = new Date(ms).toISOString();
+        expect(instantOf(positionOf({ createdAt, id: `evt_${id}` }))).toBe(ms);
+      }),
+      { numRuns: 1000 },
+    );
+    expect(instantOf(undefined)).toBeNaN();
   });
 });
