@@ -4,13 +4,9 @@ import type { Accepted, Answer } from "../receiver/protocol.js";
 import { isThenable } from "../util/thenable.js";
 import { HeldWrites, tooLarge } from "./held-writes.js";
 import { callbackOf, checkChunk, checkReason, endAfterEnd, headersSent, writeAfterEnd } from "./refusals.js";
+import { giveBackMethods, type Original, type Taken, takeMethods, type Watcher } from "./watched-methods.js";
 
 type Args = unknown[];
-/** Node's response with the old name of writeHead (deprecated in its docs, still there), untyped. */
-type Response = ServerResponse & { writeHeader: ServerResponse["writeHead"] };
-/** The methods watched from the start: every way an answer begins, ends or is cut. */
-type Original = Pick<Response, "writeHeader"> &
-  Pick<ServerResponse, "writeHead" | "flushHeaders" | "write" | "end" | "destroy">;
 type HeaderMethod = (typeof HEADER_METHODS)[number][0];
 
 /**
@@ -58,23 +54,6 @@ export const HELD_END = Symbol.for("flag-webhooks.held-end");
 export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler: boolean): boolean {
   if (res.writableEnded || res.destroyed) return false;
   const watch = new AnswerWatch(res, accepted, endsHandler);
-  // writeHeader is Node's old name for writeHead, its own reference to the unwatched one: a head
-  // written through it would leave before the decision.
-  res.writeHead = (res as Response).writeHeader = function writeHead(this: ServerResponse, ...args: Args) {
-    return watch.writeHead(this, args);
-  } as ServerResponse["writeHead"];
-  res.flushHeaders = function flushHeaders(this: ServerResponse) {
-    watch.flushHeaders(this);
-  };
-  res.write = function write(this: ServerResponse, ...args: Args) {
-    return watch.write(this, args);
-  } as ServerResponse["write"];
-  res.end = function end(this: ServerResponse, ...args: Args) {
-    return watch.end(this, args);
-  } as ServerResponse["end"];
-  res.destroy = function destroy(this: ServerResponse, error?: Error) {
-    return watch.destroy(this, error);
-  };
   // on, not once: a once wrapper is two more objects per answer, and #restore takes the listener off.
   res.on("close", watch.closed);
   return true;
@@ -110,10 +89,12 @@ function markIdle(socket: ServerResponse["socket"]): void {
   });
 }
 
-class AnswerWatch {
+class AnswerWatch implements Watcher {
   readonly #res: ServerResponse;
   readonly #accepted: Accepted;
   readonly #endsHandler: boolean;
+  /** The methods the watch took from the response, to put back and to pass calls on to. */
+  readonly #taken: Taken;
   readonly #original: Original;
   /** The head's methods as they were before a hold began, to put back: none until then. */
   #headers: Partial<Record<HeaderMethod, unknown>> | undefined;
@@ -136,8 +117,8 @@ class AnswerWatch {
     this.#accepted = accepted;
     this.#endsHandler = endsHandler;
     this.#socket = res.socket;
-    const { writeHead, writeHeader, flushHeaders, write, end, destroy } = res as Response;
-    this.#original = { writeHead, writeHeader, flushHeaders, write, end, destroy };
+    this.#taken = takeMethods(res, this);
+    this.#original = this.#taken.next;
     markIdle(this.#socket);
   }
 
@@ -320,7 +301,8 @@ class AnswerWatch {
 
   #restore(): void {
     const res = this.#res;
-    Object.assign(res, this.#original, this.#headers);
+    giveBackMethods(res, this.#taken);
+    if (this.#headers) Object.assign(res, this.#headers);
     res.off("close", this.closed);
     // Only a held answer was made to read as sent (an answer decided at once never was).
     if (!this.#holding) return;

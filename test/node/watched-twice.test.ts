@@ -1,0 +1,62 @@
+import { createServer } from "node:http";
+import express from "express";
+import { MemoryDedupeStore } from "flag-webhooks";
+import { webhookMiddleware } from "flag-webhooks/express";
+import { describe, expect, it } from "vitest";
+import { delivery } from "../support/deliveries.js";
+import { post, serverPerTest } from "../support/http.js";
+
+// Every watched response shares the watch's methods, which find the watch the response carries
+// (node/watched-methods.ts). A response watched twice, by two receivers on one route, must still
+// answer once, through both watches in turn, and each receiver must record what it answered.
+
+const SECRET = "watched-twice-secret";
+const serve = serverPerTest();
+
+describe("one response watched by two receivers", () => {
+  it("a route behind two webhookMiddleware with dedupe: one answer, and both stores mark the event handled", async () => {
+    const outer = new MemoryDedupeStore();
+    const inner = new MemoryDedupeStore();
+    let runs = 0;
+    const app = express();
+    app.post(
+      "/webhooks",
+      express.raw({ type: "*/*" }),
+      webhookMiddleware({ secret: SECRET, dedupe: { store: outer, ttl: "1h" } }),
+      webhookMiddleware({ secret: SECRET, dedupe: { store: inner, ttl: "1h" } }),
+      (_req, res) => {
+        runs++;
+        res.status(200).send("ok");
+      },
+    );
+    const server = await serve(createServer(app));
+    const sent = await delivery(SECRET);
+    const first = await post(server, sent);
+    expect([first.status, first.text, runs]).toEqual([200, "ok", 1]);
+    const copy = await post(server, sent);
+    expect([copy.status, copy.duplicate, runs]).toEqual([204, "true", 1]);
+    // The inner receiver marked it too: a copy that reaches it past the outer one is a duplicate.
+    const id = JSON.parse(sent.body).id;
+    expect(await inner.claim(id, 60_000)).toBe("done");
+  });
+
+  it("a route that fails behind two receivers: both release, and the retry runs it again", async () => {
+    let runs = 0;
+    const app = express();
+    app.post(
+      "/webhooks",
+      express.raw({ type: "*/*" }),
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      (_req, res) => {
+        runs++;
+        res.status(runs === 1 ? 500 : 200).send(String(runs));
+      },
+    );
+    const server = await serve(createServer(app));
+    const sent = await delivery(SECRET);
+    expect((await post(server, sent)).status).toBe(500);
+    const retry = await post(server, sent);
+    expect([retry.status, retry.text, runs]).toEqual([200, "2", 2]);
+  });
+});
