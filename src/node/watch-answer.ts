@@ -4,24 +4,13 @@ import type { Accepted, Answer } from "../receiver/protocol.js";
 import { isThenable } from "../util/thenable.js";
 import { HeldWrites, tooLarge } from "./held-writes.js";
 import { callbackOf, checkChunk, checkReason, endAfterEnd, headersSent, writeAfterEnd } from "./refusals.js";
-import { giveBackMethods, type Original, type Taken, takeMethods, type Watcher } from "./watched-methods.js";
+import { giveBack, type HeaderMethod, type Taken, takeAnswer, takeHead, type Watcher } from "./watched-methods.js";
 
 type Args = unknown[];
-type HeaderMethod = (typeof HEADER_METHODS)[number][0];
-
-/**
- * The methods that change the head, and the verb of Node's refusal once it is sent. `setHeaders`
- * is one of them although it calls `setHeader`: Node's refuses before reading its argument (an
- * empty or invalid one too). They are watched only once a 2xx is held: until then Node's own
- * serve, and most answers (all those the receiver decides at once) are never held.
- */
-const HEADER_METHODS = [
-  ["setHeader", "set"],
-  ["setHeaders", "set"],
-  ["appendHeader", "append"],
-  ["removeHeader", "remove"],
-] as const;
-
+/** The methods watched from the start, as Node has them (writeHeader: writeHead's old name). */
+type Original = Pick<ServerResponse, "writeHead" | "flushHeaders" | "write" | "end" | "destroy"> & {
+  writeHeader: ServerResponse["writeHead"];
+};
 /**
  * The event a response emits when a held answer is ended: it reads as sent from then on, but
  * Node's "finish" comes only once the answer is released, after the handler has finished. A
@@ -59,19 +48,6 @@ export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler
   return true;
 }
 
-/** The methods that change the head, refused through `watch` from now on (a held head is fixed). */
-function watchHeaders(res: ServerResponse, watch: AnswerWatch): Partial<Record<HeaderMethod, unknown>> {
-  const methods = res as unknown as Record<HeaderMethod, (...args: Args) => unknown>;
-  const original: Partial<Record<HeaderMethod, unknown>> = {};
-  for (const [method, verb] of HEADER_METHODS) {
-    original[method] = methods[method];
-    methods[method] = function header(this: ServerResponse, ...args: Args) {
-      return watch.header(this, method, verb, args);
-    };
-  }
-  return original;
-}
-
 /**
  * Whether Node cut `socket` for idling past its timeout (`res.setTimeout`, `server.timeout`)
  * while `res` was its answer. Marked by one listener per connection, not one per answer: a
@@ -95,9 +71,12 @@ class AnswerWatch implements Watcher {
   readonly #endsHandler: boolean;
   /** The methods the watch took from the response, to put back and to pass calls on to. */
   readonly #taken: Taken;
+  /** The watch of the same response before this one, if any: in charge again once this one ends. */
+  readonly #previous: Watcher | undefined;
+  /** How to pass a call on to the method this watch took (Node's, or what was there before). */
   readonly #original: Original;
   /** The head's methods as they were before a hold began, to put back: none until then. */
-  #headers: Partial<Record<HeaderMethod, unknown>> | undefined;
+  #headers: Taken | undefined;
   /** The status of the head, once fixed (written, or held). */
   #fixed: number | undefined;
   /** A 2xx answer is being held. */
@@ -117,8 +96,10 @@ class AnswerWatch implements Watcher {
     this.#accepted = accepted;
     this.#endsHandler = endsHandler;
     this.#socket = res.socket;
-    this.#taken = takeMethods(res, this);
-    this.#original = this.#taken.next;
+    const { previous, ...taken } = takeAnswer(res, this);
+    this.#taken = taken;
+    this.#previous = previous;
+    this.#original = taken.next as unknown as Original;
     markIdle(this.#socket);
   }
 
@@ -161,7 +142,7 @@ class AnswerWatch implements Watcher {
   header(res: ServerResponse, method: HeaderMethod, verb: string, args: Args): unknown {
     if (this.#holding && !this.#released) throw headersSent(verb);
     // Only a taken-over header method calls this, and taking them over set #headers.
-    return ((this.#headers as Record<HeaderMethod, unknown>)[method] as (...args: Args) => unknown).apply(res, args);
+    return ((this.#headers as Taken).next[method] as (...args: Args) => unknown).apply(res, args);
   }
 
   write(res: ServerResponse, args: Args): boolean {
@@ -289,7 +270,7 @@ class AnswerWatch implements Watcher {
   #hold(status: number): void {
     this.#holding = true;
     this.#fixed = status;
-    this.#headers ??= watchHeaders(this.#res, this);
+    this.#headers ??= takeHead(this.#res, this.#previous);
     this.#held ??= new HeldWrites(this.#res);
     looks(this.#res, "headersSent");
   }
@@ -301,15 +282,17 @@ class AnswerWatch implements Watcher {
 
   #restore(): void {
     const res = this.#res;
-    giveBackMethods(res, this.#taken);
-    if (this.#headers) Object.assign(res, this.#headers);
+    giveBack(res, this.#taken, this.#previous);
+    if (this.#headers) Object.assign(res, this.#headers.original);
     res.off("close", this.closed);
     // Only a held answer was made to read as sent (an answer decided at once never was).
     if (!this.#holding) return;
     // A drain due when the held writes are handed to Node still comes; a cut answer gets none.
     if (!this.#released) this.#held?.stop();
-    delete (res as { headersSent?: boolean }).headersSent;
+    // In the reverse order of their making: an object losing any other property than its last
+    // leaves V8's fast mode, and every later access to the response (Node's own) slows down.
     delete (res as { writableEnded?: boolean }).writableEnded;
+    delete (res as { headersSent?: boolean }).headersSent;
   }
 
   /** Writes the held answer as it was, or the receiver's answer in its place. */

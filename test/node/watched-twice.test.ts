@@ -59,4 +59,32 @@ describe("one response watched by two receivers", () => {
     const retry = await post(server, sent);
     expect([retry.status, retry.text, runs]).toEqual([200, "2", 2]);
   });
+
+  it("a head held behind two receivers reads as sent to the route: a change to it is refused, as Node refuses it", async () => {
+    const app = express();
+    app.post(
+      "/webhooks",
+      express.raw({ type: "*/*" }),
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      (_req, res) => {
+        res.writeHead(200, { "x-first": "1" });
+        let refused = "not refused";
+        try {
+          res.setHeader("x-second", "2");
+        } catch (error) {
+          refused = (error as { code?: string }).code ?? String(error);
+        }
+        res.end(refused);
+      },
+    );
+    const server = await serve(createServer(app));
+    const answer = await post(server, await delivery(SECRET));
+    expect([answer.status, answer.text, answer.headers.get("x-first"), answer.headers.get("x-second")]).toEqual([
+      200,
+      "ERR_HTTP_HEADERS_SENT",
+      "1",
+      null,
+    ]);
+  });
 });
