@@ -4,13 +4,17 @@ import type { Accepted, Answer } from "../receiver/protocol.js";
 import { isThenable } from "../util/thenable.js";
 import { HeldWrites, tooLarge } from "./held-writes.js";
 import { callbackOf, checkChunk, checkReason, endAfterEnd, headersSent, writeAfterEnd } from "./refusals.js";
-import { giveBack, type HeaderMethod, type Taken, takeAnswer, takeHead, type Watcher } from "./watched-methods.js";
+import {
+  giveBack,
+  type HeaderMethod,
+  passOn,
+  type Taken,
+  takeAnswer,
+  takeHead,
+  type Watcher,
+} from "./watched-methods.js";
 
 type Args = unknown[];
-/** The methods watched from the start, as Node has them (writeHeader: writeHead's old name). */
-type Original = Pick<ServerResponse, "writeHead" | "flushHeaders" | "write" | "end" | "destroy"> & {
-  writeHeader: ServerResponse["writeHead"];
-};
 /**
  * The event a response emits when a held answer is ended: it reads as sent from then on, but
  * Node's "finish" comes only once the answer is released, after the handler has finished. A
@@ -71,10 +75,6 @@ class AnswerWatch implements Watcher {
   readonly #endsHandler: boolean;
   /** The methods the watch took from the response, to put back and to pass calls on to. */
   readonly #taken: Taken;
-  /** The watch of the same response before this one, if any: in charge again once this one ends. */
-  readonly #previous: Watcher | undefined;
-  /** How to pass a call on to the method this watch took (Node's, or what was there before). */
-  readonly #original: Original;
   /** The head's methods as they were before a hold began, to put back: none until then. */
   #headers: Taken | undefined;
   /** The status of the head, once fixed (written, or held). */
@@ -96,15 +96,12 @@ class AnswerWatch implements Watcher {
     this.#accepted = accepted;
     this.#endsHandler = endsHandler;
     this.#socket = res.socket;
-    const { previous, ...taken } = takeAnswer(res, this);
-    this.#taken = taken;
-    this.#previous = previous;
-    this.#original = taken.next as unknown as Original;
+    this.#taken = takeAnswer(res, this);
     markIdle(this.#socket);
   }
 
   writeHead(res: ServerResponse, args: Args): ServerResponse {
-    if (this.#released) return (this.#original.writeHead as (...args: Args) => ServerResponse).apply(res, args);
+    if (this.#released) return passOn(res, this.#taken, "writeHead", args) as ServerResponse;
     if (this.#holding) throw headersSent("write");
     if (!this.#over && this.#fixed === undefined && Number.isInteger(args[0]) && this.#holds(args[0])) {
       // A head Node refuses throws before anything is held, as Node throws before it writes: its
@@ -123,7 +120,7 @@ class AnswerWatch implements Watcher {
       res.statusCode = args[0] as number;
       return res;
     }
-    const result = (this.#original.writeHead as (...args: Args) => ServerResponse).apply(res, args);
+    const result = passOn(res, this.#taken, "writeHead", args) as ServerResponse;
     this.#fixed ??= res.statusCode;
     return result;
   }
@@ -135,21 +132,21 @@ class AnswerWatch implements Watcher {
    */
   flushHeaders(res: ServerResponse): void {
     if (this.#holding && !this.#released) return;
-    this.#original.flushHeaders.call(res);
+    passOn(res, this.#taken, "flushHeaders", []);
   }
 
   /** A change to the head: refused once a held answer's head is fixed, as Node refuses it once sent. */
   header(res: ServerResponse, method: HeaderMethod, verb: string, args: Args): unknown {
     if (this.#holding && !this.#released) throw headersSent(verb);
     // Only a taken-over header method calls this, and taking them over set #headers.
-    return ((this.#headers as Taken).next[method] as (...args: Args) => unknown).apply(res, args);
+    return passOn(res, this.#headers as Taken, method, args);
   }
 
   write(res: ServerResponse, args: Args): boolean {
-    if (this.#released) return (this.#original.write as (...args: Args) => boolean).apply(res, args);
+    if (this.#released) return passOn(res, this.#taken, "write", args) as boolean;
     if (this.#holding && this.#over) return writeAfterEnd(res, args);
     const begins = !this.#holding && this.#begins();
-    if (!this.#holding && !begins) return (this.#original.write as (...args: Args) => boolean).apply(res, args);
+    if (!this.#holding && !begins) return passOn(res, this.#taken, "write", args) as boolean;
     // A chunk Node refuses throws before anything is held, as Node throws before it writes.
     checkChunk(args[0]);
     if (begins) this.#holdImplicit(res);
@@ -169,7 +166,7 @@ class AnswerWatch implements Watcher {
 
   end(res: ServerResponse, args: Args): ServerResponse {
     if (this.#holding && this.#over && !this.#released) return endAfterEnd(res, args);
-    if (this.#over) return (this.#original.end as (...args: Args) => ServerResponse).apply(res, args);
+    if (this.#over) return passOn(res, this.#taken, "end", args) as ServerResponse;
     if (!this.#holding && this.#begins()) {
       // The whole answer comes at once: the decision is asked for before any of it is held, and
       // when it waited for nothing (no store to commit, a claim marked done at once) the answer
@@ -189,7 +186,7 @@ class AnswerWatch implements Watcher {
     if (!this.#holding) {
       // An end that throws (a body Node refuses) sent nothing: the answer the error handler writes
       // next is the one that counts, so the watch stays until an end returns.
-      const result = (this.#original.end as (...args: Args) => ServerResponse).apply(res, args);
+      const result = passOn(res, this.#taken, "end", args) as ServerResponse;
       this.#over = true;
       this.#restore();
       void this.#report(this.#fixed ?? res.statusCode);
@@ -218,7 +215,7 @@ class AnswerWatch implements Watcher {
       this.#restore();
       void this.#report(undefined, error);
     }
-    return this.#original.destroy.call(res, error);
+    return passOn(res, this.#taken, "destroy", [error]) as ServerResponse;
   }
 
   /**
@@ -270,7 +267,7 @@ class AnswerWatch implements Watcher {
   #hold(status: number): void {
     this.#holding = true;
     this.#fixed = status;
-    this.#headers ??= takeHead(this.#res, this.#previous);
+    this.#headers ??= takeHead(this.#res, this.#taken);
     this.#held ??= new HeldWrites(this.#res);
     looks(this.#res, "headersSent");
   }
@@ -282,7 +279,7 @@ class AnswerWatch implements Watcher {
 
   #restore(): void {
     const res = this.#res;
-    giveBack(res, this.#taken, this.#previous);
+    giveBack(res, this.#taken);
     if (this.#headers) Object.assign(res, this.#headers.original);
     res.off("close", this.closed);
     // Only a held answer was made to read as sent (an answer decided at once never was).

@@ -37,6 +37,9 @@ type Call = (watch: Watcher, res: ServerResponse, args: Args) => unknown;
 /** What each watched method does, given the watch that answers for it. */
 const CALLS: Record<string, Call> = {
   writeHead: (watch, res, args) => watch.writeHead(res, args),
+  // Node's old name for writeHead (deprecated in its docs, still there), its own reference to the
+  // unwatched one: a head written through it would leave before the decision.
+  writeHeader: (watch, res, args) => watch.writeHead(res, args),
   flushHeaders: (watch, res) => watch.flushHeaders(res),
   write: (watch, res, args) => watch.write(res, args),
   end: (watch, res, args) => watch.end(res, args),
@@ -49,84 +52,74 @@ const CALLS: Record<string, Call> = {
   ),
 };
 
-/** The watch a watched response carries, for the shared methods to find. */
-const WATCH = Symbol("flag-webhooks.answer-watch");
-type Watched = ServerResponse & { [WATCH]?: Watcher };
+/**
+ * The watches of a watched response, in the order they took it: one, but for two receivers on the
+ * same route. Each took the methods with the functions of its place in this list, so a method
+ * kept by a wrapper put between them (compression's, between two receivers) still reaches the
+ * watch it was taken from, and the response's own methods the last one.
+ */
+const WATCHES = Symbol("flag-webhooks.answer-watches");
+type Watched = ServerResponse & { [WATCHES]?: Watcher[] };
 type Methods = Record<string, unknown>;
 
-/** Method `name` of every watched response: its watch's, or Node's own on a response without one. */
-function shared(name: string) {
+/** Method `name` of the watch at `depth` on every watched response. */
+function shared(name: string, depth: number) {
   const call = CALLS[name] as Call;
   return function watched(this: Watched, ...args: Args): unknown {
-    const watch = this[WATCH];
-    if (watch === undefined) return (Object.getPrototypeOf(this)[name] as (...args: Args) => unknown).apply(this, args);
-    return call(watch, this, args);
+    return call((this[WATCHES] as Watcher[])[depth] as Watcher, this, args);
   };
 }
 
-const SHARED: Methods = Object.fromEntries(Object.keys(CALLS).map((name) => [name, shared(name)]));
+/** The watched methods of each depth, made once for every response: the first is all but always the only one. */
+const SHARED: Methods[] = [];
 
-/** Methods taken from a response: to put back, and to pass a call on to. */
+function sharedAt(depth: number): Methods {
+  SHARED[depth] ??= Object.fromEntries(Object.keys(CALLS).map((name) => [name, shared(name, depth)]));
+  return SHARED[depth];
+}
+
+/** Methods taken from a response, to put back and to pass calls on to. */
 export interface Taken {
-  original: Methods;
-  next: Methods;
+  readonly original: Methods;
+  /** The watched methods that replaced them. */
+  readonly shared: Methods;
 }
 
 /** The methods watched from the start: every way an answer begins, ends or is cut. */
-const ANSWER_METHODS = ["writeHead", "flushHeaders", "write", "end", "destroy"];
+const ANSWER_METHODS = ["writeHead", "writeHeader", "flushHeaders", "write", "end", "destroy"];
 const HEAD_METHODS = HEADER_METHODS.map(([method]) => method);
 
-/**
- * Puts `watch` in charge of how `res`'s answer begins, ends or is cut. writeHeader is Node's old
- * name for writeHead (deprecated in its docs, still there), its own reference to the unwatched
- * one: a head written through it would leave before the decision, so it is taken too.
- * @returns what the methods were, and the watch that answered for `res` before, if any.
- */
-export function takeAnswer(res: ServerResponse, watch: Watcher): Taken & { previous: Watcher | undefined } {
+/** Puts `watch` in charge of how `res`'s answer begins, ends or is cut. */
+export function takeAnswer(res: ServerResponse, watch: Watcher): Taken {
   const watched = res as Watched;
-  const previous = watched[WATCH];
-  watched[WATCH] = watch;
-  const taken = take(res, [...ANSWER_METHODS, "writeHeader"], previous);
-  (res as unknown as Methods).writeHeader = SHARED.writeHead;
-  if (taken.next.writeHeader === SHARED.writeHead) taken.next.writeHeader = taken.next.writeHead;
-  return { ...taken, previous };
+  watched[WATCHES] ??= [];
+  return take(res, ANSWER_METHODS, sharedAt(watched[WATCHES].push(watch) - 1));
 }
 
-/** Puts the watch `res` carries in charge of the methods that change its head (a 2xx is held). */
-export function takeHead(res: ServerResponse, previous: Watcher | undefined): Taken {
-  return take(res, HEAD_METHODS, previous);
+/** Puts the same watch in charge of the methods that change `res`'s head (a 2xx is held). */
+export function takeHead(res: ServerResponse, answer: Taken): Taken {
+  return take(res, HEAD_METHODS, answer.shared);
 }
 
-/** Gives `res` back the methods taken, and its previous watch, if any, back its place. */
-export function giveBack(res: ServerResponse, taken: Taken, previous: Watcher | undefined): void {
+/**
+ * Gives `res` back the methods taken. A reference to a watched method kept meanwhile still
+ * reaches its watch, which once ended passes every call on.
+ */
+export function giveBack(res: ServerResponse, taken: Taken): void {
   Object.assign(res, taken.original);
-  // A reference to a shared method kept meanwhile still finds a watch: this one (which, ended,
-  // passes every call on), or the one before, again in charge.
-  if (previous !== undefined) (res as Watched)[WATCH] = previous;
 }
 
-function take(res: ServerResponse, names: string[], previous: Watcher | undefined): Taken {
+/** Calls the method `name` that was there before the watch took it. */
+export function passOn(res: ServerResponse, taken: Taken, name: string, args: Args): unknown {
+  return (taken.original[name] as (...args: Args) => unknown).apply(res, args);
+}
+
+function take(res: ServerResponse, names: string[], shared: Methods): Taken {
   const methods = res as unknown as Methods;
   const original: Methods = {};
   for (const name of names) {
     original[name] = methods[name];
-    if (name in SHARED) methods[name] = SHARED[name];
+    methods[name] = shared[name];
   }
-  return { original, next: previous === undefined ? original : callingPrevious(original, previous) };
-}
-
-/**
- * A second watch of the same response finds the first one's shared methods in place, which would
- * find the second and call it again: it passes its calls on to the first one directly.
- */
-function callingPrevious(original: Methods, previous: Watcher): Methods {
-  const next: Methods = { ...original };
-  for (const [name, method] of Object.entries(original)) {
-    if (method !== SHARED[name]) continue;
-    const call = CALLS[name] as Call;
-    next[name] = function previousWatch(this: ServerResponse, ...args: Args) {
-      return call(previous, this, args);
-    };
-  }
-  return next;
+  return { original, shared };
 }

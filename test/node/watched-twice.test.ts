@@ -1,4 +1,5 @@
 import { createServer } from "node:http";
+import compression from "compression";
 import express from "express";
 import { MemoryDedupeStore } from "flag-webhooks";
 import { webhookMiddleware } from "flag-webhooks/express";
@@ -40,24 +41,57 @@ describe("one response watched by two receivers", () => {
     expect(await inner.claim(id, 60_000)).toBe("done");
   });
 
-  it("a route that fails behind two receivers: both release, and the retry runs it again", async () => {
+  it("a route that fails behind two receivers: its own answer leaves, both release, and the retry runs it again", async () => {
     let runs = 0;
+    const errors: unknown[] = [];
+    const receiver = () =>
+      webhookMiddleware({
+        secret: SECRET,
+        dedupe: { store: new MemoryDedupeStore(), ttl: "1h" },
+        onError: (error) => void errors.push(error),
+      });
+    const app = express();
+    app.post("/webhooks", express.raw({ type: "*/*" }), receiver(), receiver(), (_req, res) => {
+      runs++;
+      res.status(runs === 1 ? 500 : 200).send(`run ${runs}`);
+    });
+    const server = await serve(createServer(app));
+    const sent = await delivery(SECRET);
+    const failed = await post(server, sent);
+    expect([failed.status, failed.text]).toEqual([500, "run 1"]);
+    const retry = await post(server, sent);
+    expect([retry.status, retry.text, runs, errors]).toEqual([200, "run 2", 2, []]);
+  });
+
+  it("compression between the two receivers compresses both a failure (passed on) and a held 2xx", async () => {
+    let runs = 0;
+    const body = (run: number) => `run ${run} `.repeat(500);
     const app = express();
     app.post(
       "/webhooks",
       express.raw({ type: "*/*" }),
       webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      compression({ threshold: 0 }),
       webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
       (_req, res) => {
         runs++;
-        res.status(runs === 1 ? 500 : 200).send(String(runs));
+        res
+          .status(runs === 1 ? 500 : 200)
+          .type("text/plain")
+          .send(body(runs));
       },
     );
     const server = await serve(createServer(app));
     const sent = await delivery(SECRET);
-    expect((await post(server, sent)).status).toBe(500);
-    const retry = await post(server, sent);
-    expect([retry.status, retry.text, runs]).toEqual([200, "2", 2]);
+    const gzip = { ...sent, headers: { ...sent.headers, "accept-encoding": "gzip" } };
+    const seen = [];
+    for (const answer of [await post(server, gzip), await post(server, gzip)]) {
+      seen.push([answer.status, answer.headers.get("content-encoding"), answer.text]);
+    }
+    expect(seen).toEqual([
+      [500, "gzip", body(1)],
+      [200, "gzip", body(2)],
+    ]);
   });
 
   it("a head held behind two receivers reads as sent to the route: a change to it is refused, as Node refuses it", async () => {
