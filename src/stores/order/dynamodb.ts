@@ -3,12 +3,19 @@
 // write, and writing the new positions and ending the hold is another. One item per flag rather
 // than per field: the rule decides a whole event at once over every field of its flag (a
 // flag.deleted resets them all), so the unit the hold protects is the flag.
-import { type AttributeValue, type DynamoDBClient, PutItemCommand, UpdateItemCommand } from "@aws-sdk/client-dynamodb";
+import {
+  type AttributeValue,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  UpdateItemCommand,
+} from "@aws-sdk/client-dynamodb";
 import type { FlagPositions } from "../../delivery/order/rule.js";
 import { checkScope, claimToken, scopedKey } from "../../store-contract/keys.js";
 import type { OrderHold, OrderStore } from "../../store-contract/order-store.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { bounded, isConditionFailure } from "../dynamodb-requests.js";
+import { cut, readParts, type Stored, storedIn, writeParts } from "./dynamodb-parts.js";
 import { type Attempt, Turns } from "./turns.js";
 
 /** Options of {@link DynamoDBOrderStore}. */
@@ -23,8 +30,12 @@ export interface DynamoDBOrderStoreOptions {
   timeout?: number | string;
 }
 
+/** What a hold read: the flag's positions, and where they were kept (parts to delete once replaced). */
+type Read = { positions: FlagPositions | undefined; stored: Stored };
+
 const NAMES = {
   "#holder": "holder",
+  "#lease": "lease",
   "#leaseEnds": "leaseEnds",
   "#expiresAt": "expiresAt",
   "#expiresAtMs": "expiresAtMs",
@@ -41,7 +52,11 @@ const NAMES = {
  * hold that ends in this process; else it looks again after a pause that doubles up to 250 ms).
  * The handler's effects are not in DynamoDB: a process that dies after them and before the commit
  * leaves the event to run again on the sender's retry, and a hold whose lease ran out is taken
- * over (its late commit writes nothing). Positions expire `retention` after their last write.
+ * over (its late commit writes nothing): by an instance that has seen that same hold unchanged for
+ * a whole lease on its own clock, so clock skew between instances does not shorten a lease. A
+ * flag's positions past one item (400 KB) are kept in parts, items of their own that the flag's
+ * item names (two requests more per such delivery). Positions expire `retention` after their last
+ * write.
  *
  * @example
  * ```ts
@@ -59,6 +74,7 @@ export class DynamoDBOrderStore implements OrderStore {
   readonly #scope: string;
   readonly #timeout: number;
   readonly #turns = new Turns();
+  readonly #watched = new Watched();
 
   constructor(client: DynamoDBClient, options: DynamoDBOrderStoreOptions) {
     if (typeof (client as { send?: unknown } | undefined)?.send !== "function") {
@@ -81,7 +97,7 @@ export class DynamoDBOrderStore implements OrderStore {
   async hold(flag: string, lease: number): Promise<OrderHold> {
     const pk = `order:${await scopedKey(this.#scope, flag)}`;
     const token = claimToken();
-    const positions = await this.#turns.take(flag, () => this.#attempt(pk, token, lease));
+    const { positions, stored } = await this.#turns.take(flag, () => this.#attempt(pk, token, lease));
     let ended = false;
     const end = () => {
       ended = true;
@@ -92,7 +108,7 @@ export class DynamoDBOrderStore implements OrderStore {
       commit: async (next) => {
         if (ended) throw new Error("flag-webhooks: this hold has ended");
         try {
-          await (next ? this.#write(pk, token, next) : this.#unhold(pk, token));
+          await (next ? this.#write(pk, token, next, stored) : this.#unhold(pk, token));
         } catch (error) {
           if (isConditionFailure(error))
             throw new Error(`flag-webhooks: the hold on flag ${JSON.stringify(flag)} ran out`);
@@ -113,37 +129,59 @@ export class DynamoDBOrderStore implements OrderStore {
     };
   }
 
-  /** Takes the hold if no live one is there, and reads the positions with it. */
-  async #attempt(pk: string, token: string, lease: number): Promise<Attempt<FlagPositions | undefined>> {
+  /**
+   * Takes the hold if none is there, or if the one there is the hold this instance has seen
+   * unchanged for a whole lease on its own clock, and reads the positions with it.
+   */
+  async #attempt(pk: string, token: string, lease: number): Promise<Attempt<Read>> {
     const now = Date.now();
+    const stale = this.#watched.lapsed(pk, now);
     try {
       const { Attributes } = await this.#client.send(
         new UpdateItemCommand({
           TableName: this.#table,
           Key: { pk: { S: pk } },
           // A new item (no positions yet) expires with the lease, so a hold alone is not kept.
+          // `leaseEnds` is the holder's clock: kept for a person reading the item, never compared.
           UpdateExpression:
-            "SET #holder = :token, #leaseEnds = :leaseEnds, #expiresAt = if_not_exists(#expiresAt, :seconds), #expiresAtMs = if_not_exists(#expiresAtMs, :leaseEnds)",
-          ConditionExpression: "attribute_not_exists(#holder) OR #leaseEnds <= :now",
+            "SET #holder = :token, #lease = :lease, #leaseEnds = :leaseEnds, #expiresAt = if_not_exists(#expiresAt, :seconds), #expiresAtMs = if_not_exists(#expiresAtMs, :leaseEnds)",
+          ConditionExpression:
+            stale === undefined ? "attribute_not_exists(#holder)" : "attribute_not_exists(#holder) OR #holder = :stale",
           ExpressionAttributeNames: NAMES,
           ExpressionAttributeValues: {
             ":token": { S: token },
+            ":lease": { N: String(lease) },
             ":leaseEnds": { N: String(now + lease) },
             ":seconds": { N: String(Math.ceil((now + lease) / 1000)) },
-            ":now": { N: String(now) },
+            ...(stale !== undefined && { ":stale": { S: stale } }),
           },
           ReturnValues: "ALL_NEW",
           ReturnValuesOnConditionCheckFailure: "ALL_OLD",
         }),
         bounded(this.#timeout),
       );
+      this.#watched.forget(pk);
       // Positions past their expiry are absent, though DynamoDB's TTL has not deleted them yet.
-      const text = Number(Attributes?.expiresAtMs?.N) > now ? Attributes?.positions?.S : undefined;
-      return { hold: text === undefined ? undefined : (JSON.parse(text) as FlagPositions) };
+      const stored = Number(Attributes?.expiresAtMs?.N) > now ? storedIn(Attributes) : { text: undefined };
+      let text: string | undefined;
+      try {
+        text = "by" in stored ? await readParts(this.#client, this.#table, pk, stored, this.#timeout) : stored.text;
+      } catch (error) {
+        // The hold is taken and its positions unread: end it, so the flag's next delivery need not wait it out.
+        await this.#unhold(pk, token).catch(() => undefined);
+        throw error;
+      }
+      return { hold: { positions: text === undefined ? undefined : (JSON.parse(text) as FlagPositions), stored } };
     } catch (error) {
       if (!isConditionFailure<Record<string, AttributeValue>>(error)) throw error;
-      const ends = Number(error.Item?.leaseEnds?.N);
-      return { left: Number.isFinite(ends) ? ends - now : undefined };
+      // DynamoDB returns the item that failed the condition; an emulator without
+      // ReturnValuesOnConditionCheckFailure (dynalite) does not, so it is read.
+      const item = error.Item ?? (await this.#holderOf(pk));
+      const holder = item?.holder?.S;
+      // An item written before holds recorded their lease: this delivery's own lease stands in.
+      const theirs = Number(item?.lease?.N);
+      if (holder === undefined) return { left: undefined };
+      return { left: this.#watched.see(pk, holder, Number.isFinite(theirs) ? theirs : lease, Date.now()) };
     }
   }
 
@@ -151,17 +189,29 @@ export class DynamoDBOrderStore implements OrderStore {
    * Writes the positions and ends the hold in one request, if the hold is still this one's, or the
    * item is gone (DynamoDB's TTL deleted expired positions under the hold: no one else took it).
    */
-  async #write(pk: string, token: string, next: FlagPositions): Promise<void> {
+  async #write(pk: string, token: string, next: FlagPositions, before: Stored): Promise<void> {
     const expires = Date.now() + this.retention;
+    const expiry = { expiresAt: { N: String(Math.ceil(expires / 1000)) }, expiresAtMs: { N: String(expires) } };
+    const { attributes, parts } = cut(token, JSON.stringify(next));
+    const written = { by: token, count: parts.length };
+    if (parts.length > 0) await writeParts(this.#client, this.#table, pk, { by: token, parts, expiry }, this.#timeout);
+    try {
+      await this.#put(pk, token, { ...attributes, ...expiry });
+    } catch (error) {
+      // Parts no flag item names: deleted now rather than kept until their expiry.
+      void writeParts(this.#client, this.#table, pk, { delete: written }, this.#timeout).catch(() => undefined);
+      throw error;
+    }
+    // The parts the flag's item named before: no hold reads them any more.
+    void writeParts(this.#client, this.#table, pk, { delete: before }, this.#timeout).catch(() => undefined);
+  }
+
+  /** Puts the flag's item (no hold on it), if the hold is still `token`'s or the item is gone. */
+  async #put(pk: string, token: string, attributes: Record<string, AttributeValue>): Promise<void> {
     await this.#client.send(
       new PutItemCommand({
         TableName: this.#table,
-        Item: {
-          pk: { S: pk },
-          positions: { S: JSON.stringify(next) },
-          expiresAt: { N: String(Math.ceil(expires / 1000)) },
-          expiresAtMs: { N: String(expires) },
-        },
+        Item: { pk: { S: pk }, ...attributes },
         ConditionExpression: "attribute_not_exists(#pk) OR #holder = :token",
         ExpressionAttributeNames: { "#pk": "pk", "#holder": NAMES["#holder"] },
         ExpressionAttributeValues: { ":token": { S: token } },
@@ -170,18 +220,75 @@ export class DynamoDBOrderStore implements OrderStore {
     );
   }
 
+  /** Reads the hold on the flag's item `pk`. */
+  async #holderOf(pk: string): Promise<Record<string, AttributeValue> | undefined> {
+    const { Item } = await this.#client.send(
+      new GetItemCommand({
+        TableName: this.#table,
+        Key: { pk: { S: pk } },
+        ConsistentRead: true,
+        ProjectionExpression: "#holder, #lease",
+        ExpressionAttributeNames: { "#holder": NAMES["#holder"], "#lease": NAMES["#lease"] },
+      }),
+      bounded(this.#timeout),
+    );
+    return Item;
+  }
+
   /** Ends the hold, writing nothing, if it is still this one's. */
   async #unhold(pk: string, token: string): Promise<void> {
     await this.#client.send(
       new UpdateItemCommand({
         TableName: this.#table,
         Key: { pk: { S: pk } },
-        UpdateExpression: "REMOVE #holder, #leaseEnds",
+        UpdateExpression: "REMOVE #holder, #lease, #leaseEnds",
         ConditionExpression: "#holder = :token",
-        ExpressionAttributeNames: { "#holder": NAMES["#holder"], "#leaseEnds": NAMES["#leaseEnds"] },
+        ExpressionAttributeNames: {
+          "#holder": NAMES["#holder"],
+          "#lease": NAMES["#lease"],
+          "#leaseEnds": NAMES["#leaseEnds"],
+        },
         ExpressionAttributeValues: { ":token": { S: token } },
       }),
       bounded(this.#timeout),
     );
+  }
+}
+
+/** How many holds an instance watches at most: one per flag its deliveries wait for. */
+const WATCHED_MAX = 10_000;
+
+/**
+ * The holds of other deliveries this instance has found on flags it waits for, each with when it
+ * was first seen on this instance's clock. Instances' clocks differ, so a lease's end written by
+ * the holder's clock cannot be compared with the waiter's: as AWS's DynamoDB Lock Client does, a
+ * waiter takes a hold over only once it has seen the same hold (its token) unchanged for the whole
+ * lease on its own clock. Kept per store instance, so a delivery that gave up (503) and is retried
+ * does not start the count again; a hold that changed hands starts it again.
+ */
+class Watched {
+  readonly #seen = new Map<string, { token: string; lease: number; since: number }>();
+
+  /** Notes that `token` holds `pk`; answers how long, in ms, before this instance may take it over. */
+  see(pk: string, token: string, lease: number, now: number): number {
+    let seen = this.#seen.get(pk);
+    if (seen?.token !== token) {
+      seen = { token, lease, since: now };
+      this.#seen.delete(pk);
+      if (this.#seen.size >= WATCHED_MAX) this.#seen.delete(this.#seen.keys().next().value as string);
+      this.#seen.set(pk, seen);
+    }
+    return Math.max(0, seen.since + seen.lease - now);
+  }
+
+  /** The hold of `pk` this instance has seen unchanged for its whole lease, if any: the one it may take over. */
+  lapsed(pk: string, now: number): string | undefined {
+    const seen = this.#seen.get(pk);
+    return seen !== undefined && now - seen.since >= seen.lease ? seen.token : undefined;
+  }
+
+  /** This instance took `pk`: whatever it watched there is gone. */
+  forget(pk: string): void {
+    this.#seen.delete(pk);
   }
 }
