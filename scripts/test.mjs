@@ -2,8 +2,9 @@
 // `npm test`: every check that gates a merge, in order, then one summary. Each gate that is not a
 // test runner (lint, typecheck, build, publint, attw) counts as one check; vitest's tests count
 // one each. The last line is `N passed, M failed`, the form CI reads.
-import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 const root = join(import.meta.dirname, "..");
@@ -45,19 +46,42 @@ const steps = [
     // React Router 8, Netlify's runtime), which the tests run on Node 24 (docs/development.md).
     cmd: ["npm", "install", "--prefix", "test/hosts", "--no-audit", "--no-fund", "--loglevel=error"],
   },
-  { name: "lint and format (biome)", cmd: [bin("biome"), "check", "."] },
-  { name: "typecheck src", cmd: [bin("tsc"), "-p", "tsconfig.json"] },
-  { name: "size rules of src (files, functions)", cmd: [process.execPath, "tools/code-size.mjs"] },
-  { name: "typecheck tests, examples and benches", cmd: [bin("tsc"), "-p", "tsconfig.test.json"] },
-  { name: "build (tsup)", cmd: [bin("tsup")] },
+  // The checks before vitest read only the sources (tsconfig.test.json maps the package's names
+  // to src/, never to dist/), so they run at once, their output printed whole, one after another:
+  // each tsc is one thread, and the two tscs and tsup's declaration build, one after another, were
+  // about 50 s of the run on CI's 2 cores.
+  { name: "lint and format (biome)", cmd: [bin("biome"), "check", "."], together: "checks" },
+  { name: "typecheck src", cmd: [bin("tsc"), "-p", "tsconfig.json"], together: "checks" },
+  { name: "size rules of src (files, functions)", cmd: [process.execPath, "tools/code-size.mjs"], together: "checks" },
+  { name: "typecheck tests, examples and benches", cmd: [bin("tsc"), "-p", "tsconfig.test.json"], together: "checks" },
+  { name: "build (tsup)", cmd: [bin("tsup")], together: "checks" },
   {
     name: "tests (vitest)",
     cmd: [bin("vitest"), "run", "--reporter=default", "--reporter=json", `--outputFile.json=${report}`],
     vitest: true,
   },
-  { name: "package lint (publint)", cmd: [bin("publint"), "--strict"] },
-  { name: "package types (attw --pack)", cmd: [bin("attw"), "--pack", "."] },
+  { name: "package lint (publint)", cmd: [bin("publint"), "--strict"], together: "package" },
+  {
+    // The tarball npm publish ships, of the dist built above: `attw --pack` would run prepack,
+    // which builds dist a second time (tsup, most of attw's time), and the tests pack the same way.
+    name: "package types (attw on npm pack --ignore-scripts)",
+    cmd: [bin("attw"), packed],
+    together: "package",
+  },
 ];
+
+/** Packs the repository as it is (no prepack: dist is built above) into a scratch folder; returns the tarball's path. */
+function packed() {
+  const scratch = mkdtempSync(join(tmpdir(), "flag-webhooks-attw-"));
+  cleanups.push(() => rmSync(scratch, { recursive: true, force: true }));
+  execFileSync("npm", ["pack", "--silent", "--ignore-scripts", "--pack-destination", scratch], {
+    cwd: root,
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const tarball = readdirSync(scratch).find((name) => name.endsWith(".tgz"));
+  if (!tarball) throw new Error("npm pack made no tarball");
+  return join(scratch, tarball);
+}
 
 /** Whether test/hosts has every package its package.json and its workspaces' name installed. */
 function hostsInstalled() {
@@ -74,21 +98,64 @@ function hostsInstalled() {
   });
 }
 
+/** Runs one step, to the terminal when alone, else into a buffer printed when it ends. */
+function run(step, alone) {
+  const started = Date.now();
+  const result = (ok, output) => ({ ok, output, seconds: ((Date.now() - started) / 1000).toFixed(1) });
+  let cmd;
+  try {
+    cmd = step.cmd.map((part) => (typeof part === "function" ? part() : part));
+  } catch (error) {
+    return Promise.resolve(result(false, `\n=== ${step.name}\n${error.message}\n`));
+  }
+  const header = `\n=== ${step.name}: ${cmd.map((c) => c.replace(`${root}/`, "")).join(" ")}\n`;
+  if (alone) {
+    process.stdout.write(header);
+    const ran = spawnSync(cmd[0], cmd.slice(1), { cwd: root, stdio: "inherit", env: process.env });
+    return Promise.resolve(result(ran.status === 0, ""));
+  }
+  return new Promise((resolve) => {
+    const chunks = [Buffer.from(header)];
+    const child = spawn(cmd[0], cmd.slice(1), { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: process.env });
+    child.stdout.on("data", (chunk) => chunks.push(chunk));
+    child.stderr.on("data", (chunk) => chunks.push(chunk));
+    let ended = false;
+    const end = (ok, note = "") => {
+      if (ended) return;
+      ended = true;
+      resolve(result(ok, Buffer.concat([...chunks, Buffer.from(note)]).toString()));
+    };
+    child.on("error", (error) => end(false, `${error.message}\n`));
+    child.on("close", (code) => end(code === 0));
+  });
+}
+
 mkdirSync(join(root, ".test-results"), { recursive: true });
+const cleanups = [];
 let passed = 0;
 let failed = 0;
 const lines = [];
-for (const step of steps) {
-  const skipped = step.skipIf?.();
-  if (skipped) {
-    if (skipped !== "installed") lines.push(`note ${skipped}`);
-    continue;
-  }
-  process.stdout.write(`\n=== ${step.name}: ${step.cmd.map((c) => c.replace(`${root}/`, "")).join(" ")}\n`);
-  const started = Date.now();
-  const result = spawnSync(step.cmd[0], step.cmd.slice(1), { cwd: root, stdio: "inherit", env: process.env });
-  const seconds = ((Date.now() - started) / 1000).toFixed(1);
-  const ok = result.status === 0;
+for (let next = 0; next < steps.length; ) {
+  // A step with `together` runs at once with the steps next to it that share its value.
+  let end = next + 1;
+  while (steps[next].together && steps[end]?.together === steps[next].together) end++;
+  const group = steps.slice(next, end).filter((step) => {
+    const skipped = step.skipIf?.();
+    if (skipped && skipped !== "installed") lines.push(`note ${skipped}`);
+    return !skipped;
+  });
+  next = end;
+  const results = await Promise.all(group.map((step) => run(step, group.length === 1)));
+  group.forEach((step, index) => {
+    const { ok, output, seconds } = results[index];
+    process.stdout.write(output);
+    count(step, ok, seconds);
+  });
+}
+for (const cleanup of cleanups) cleanup();
+
+/** Adds one step's outcome to the totals and the summary's lines. */
+function count(step, ok, seconds) {
   if (step.vitest) {
     let counts = { numPassedTests: 0, numFailedTests: 0, numPendingTests: 0, numTotalTests: 0 };
     if (existsSync(report)) counts = JSON.parse(readFileSync(report, "utf8"));

@@ -18,7 +18,9 @@ import {
 // and broken connection; at the end each event has exactly one effect row. The effects table has
 // no unique key: only the inbox keeps a second row out. On better-sqlite3, and on libSQL.
 
-describe.each([
+// Concurrent: each run has its own file, ports and processes, and is mostly waiting on handlers
+// sleeping and killed receivers coming back, so the four overlap.
+describe.concurrent.each([
   ["better-sqlite3", "better-sqlite3"],
   ["libSQL (@libsql/client, a local file)", "libsql"],
 ])("SqliteInbox through crashes on %s: two processes on one WAL file", (_name, driver) => {

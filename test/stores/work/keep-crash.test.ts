@@ -16,7 +16,9 @@ const backends: [KeepCrashBackend, boolean][] = [
   ["libsql", true],
 ];
 
-describe.each(backends)("keep then work through crashes on %s", (backend, available) => {
+// Concurrent: each backend has its own database, ports and processes, and most of a run is spent
+// waiting (handlers sleeping, killed processes coming back), so the three overlap.
+describe.concurrent.each(backends)("keep then work through crashes on %s", (backend, available) => {
   it.runIf(available)(
     "2 receivers and 2 workers SIGKILLed in turn: every event done, its effect once, 0 lost, 0 doubled, 0 parked",
     async () => {
