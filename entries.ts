@@ -206,7 +206,10 @@ export const entries: readonly Entry[] = [
         protects: "a Worker that orders on Durable Objects pays for the order store and its object",
         measure: "bundle",
         names: ["OrderObject", "DurableObjectOrderStore"],
-        measured: 2051,
+        // 2,051 before: a hold bounded by its caller's wait (a Worker that gave up leaves no hold
+        // taken for nobody) and positions split over several storage values past one value's
+        // 2 MB, so a wide flag is not refused for ever.
+        measured: 2507,
       },
       {
         protects:

@@ -125,9 +125,14 @@ export async function orderDelivery(event: WebhookEvent, settings: OrderSettings
   const unavailable = () => new WebhookError("store_unavailable", "the order store did not answer; retry later");
   let hold = held as OrderHold;
   try {
-    hold ??= await withTimeout(settings.store.hold(flag, settings.lease), settings.timeout, unavailable, (late) => {
-      void late.release();
-    });
+    hold ??= await withTimeout(
+      settings.store.hold(flag, settings.lease, settings.timeout),
+      settings.timeout,
+      unavailable,
+      (late) => {
+        void late.release();
+      },
+    );
   } catch (cause) {
     if (cause instanceof WebhookError) throw cause;
     throw new WebhookError("store_unavailable", "the order store failed; retry later", { cause });

@@ -16,9 +16,12 @@ export interface OrderStore {
    * Holds `flag` for one delivery, waiting while another delivery holds it, and reads its
    * positions. `flag` is the event's `data.flag` as event ids are stored (as it is when usual; `#`
    * and its SHA-256 when over 1 KiB, with a NUL or a lone surrogate), so any backend can key it. A hold lasts at most `lease` ms, so a process that dies mid-handler cannot keep
-   * the flag for ever.
+   * the flag for ever. `wait` is how long the caller waits for the hold, in ms: a hold that comes
+   * later is released by the receiver, but a store whose waiting goes on where no caller is left
+   * to release it (an OrderObject, after its Worker answered) must not take the flag once `wait`
+   * has passed, and rejects instead.
    */
-  hold(flag: string, lease: number): OrderHold | Promise<OrderHold>;
+  hold(flag: string, lease: number, wait?: number): OrderHold | Promise<OrderHold>;
   /**
    * How long the store keeps a flag's positions after their last write, in ms: checked against
    * `maxAge`, since an event older than the positions' retention could be applied over a newer one.

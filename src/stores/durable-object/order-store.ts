@@ -69,10 +69,13 @@ export class DurableObjectOrderStore implements OrderStore {
     this.retention = retention;
   }
 
-  async hold(flag: string, lease: number): Promise<OrderHold> {
+  async hold(flag: string, lease: number, wait?: number): Promise<OrderHold> {
     const key = await scopedKey(this.#scope, flag);
     const token = claimToken();
-    const text = (await this.#send({ op: "hold", key, token, ms: Math.ceil(lease) })) as string | null;
+    const command: OrderCommand = { op: "hold", key, token, ms: Math.ceil(lease) };
+    if (wait !== undefined) command.wait = Math.max(0, Math.floor(wait));
+    const text = (await this.#send(command)) as string | null | false;
+    if (text === false) throw new Error(`flag-webhooks: flag ${JSON.stringify(flag)} stayed held past the wait`);
     let ended = false;
     return {
       positions: text === null ? undefined : (JSON.parse(text) as FlagPositions),
@@ -109,7 +112,7 @@ export class DurableObjectOrderStore implements OrderStore {
     const response = await stub.fetch("https://order-object/", { method: "POST", body: JSON.stringify(command) });
     if (response.status !== 200) throw new Error(`flag-webhooks: the OrderObject answered ${response.status}`);
     const { result } = (await response.json()) as { result: unknown };
-    if (command.op === "hold" && result !== null && typeof result !== "string") {
+    if (command.op === "hold" && result !== null && result !== false && typeof result !== "string") {
       throw new Error("flag-webhooks: the OrderObject answered a hold with no positions");
     }
     return result;

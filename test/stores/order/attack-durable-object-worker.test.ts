@@ -16,9 +16,9 @@ import { signatureOf } from "../../support/deliveries.js";
 // deliveries over 115 s); with one such waiter and nothing sent after it, the flag was free
 // again after 61 s. In Node (test/stores/order/durable-object.test.ts) the receiver
 // releases a hold that comes late, which a finished Worker cannot.
-// A fix must bound the wait inside the object: the hold request carries how long its caller
-// waits (the receiver's order.timeout), and the object answers "held" without taking the flag once
-// that is past, so a hold is only taken for a caller still there.
+// Fixed: the hold request carries how long its caller waits (the receiver's order.timeout), and
+// the object answers without taking the flag once that is past, so a hold is only taken for a
+// caller still there.
 
 const SECRET = "whsec-order-worker";
 let mf: Miniflare;
@@ -54,7 +54,7 @@ async function deliver(flag: string, id: string, second: number, sleepMs = 0) {
 }
 
 describe("DurableObjectOrderStore in a Worker: a delivery that gave up waiting for its flag", () => {
-  it.fails("leaves the flag free once the holder ends: the next delivery is handled (today 503: the abandoned wait took the flag for its lease)", async () => {
+  it("leaves the flag free once the holder ends: the next delivery is handled (it was 503: the abandoned wait took the flag for its lease)", async () => {
     const slow = deliver("checkout", "evt_a", 1, 2500);
     await sleep(200);
     expect((await deliver("checkout", "evt_b", 2)).status).toBe(503);
