@@ -105,6 +105,8 @@ describe("SqliteInbox on libSQL: the handler's own transactions through tx", () 
       );
       await tx.executeMultiple(`begin deferred; insert into effects (event_id) values ('${e.id}-b'); end`);
       await tx.batch([{ sql: "insert into effects (event_id) values (?)", args: [`${e.id}-c`] }]);
+      // SQLite's quotes: a COMMIT inside a quoted name is no statement.
+      await tx.batch(["select 1 as `x;commit`", { sql: "select 1 as [y;rollback]" }]);
       if (e.id.startsWith("fail")) throw new Error("fails after its writes");
     });
     for (const id of [`evt_${randomUUID()}`, `fail_${randomUUID()}`]) {
