@@ -270,7 +270,7 @@ describe("a handler's COMMIT, ROLLBACK or BEGIN through tx: never the inbox's tr
   it("BEGIN, ROLLBACK and COMMIT prepared through tx are savepoints when each runs, by run(), all(), get() or iterate()", async () => {
     const answers: unknown[] = [];
     const onEvent = new SqliteInbox(db, { scope: "prepared-steps" }).handle((event, tx) => {
-      const [begin, rollback] = [tx.prepare("begin"), tx.prepare("rollback")];
+      const [begin, rollback] = [tx.prepare("begin immediate"), tx.prepare("rollback")];
       const insert = tx.prepare("insert into effects (event_id) values (?)");
       answers.push(begin.run());
       insert.run(`${event.id}-undone`);
