@@ -245,14 +245,14 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     const committed = (this.#interactive as InteractiveDriver).committed(this.#sql.state, params);
     if (received(committed?.[0]?.state)) return duplicateReply();
     const open = await this.#begin();
-    let state: string;
+    let state: string | undefined;
     try {
       state = await this.#claimDone(open, id);
     } catch (error) {
       await open.rollback();
       throw unavailable(error);
     }
-    if (state !== "claimed") {
+    if (state !== undefined) {
       await open.rollback();
       // Else claimed, unexpired, committed: a DedupeStore claim of this scope (the scope used both ways).
       if (received(state)) return duplicateReply();
@@ -327,11 +327,14 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     );
   }
 
-  /** The claim of `id` as done in `open`: "claimed", or the state of the id already there. */
-  async #claimDone(open: OpenTransaction, id: string): Promise<string> {
+  /**
+   * The claim of `id` as done in `open`: undefined when this transaction claimed it, else the state
+   * of the id already there (a DedupeStore lease's is "claimed": another delivery runs it).
+   */
+  async #claimDone(open: OpenTransaction, id: string): Promise<string | undefined> {
     const now = Date.now();
     const claimed = await open.query(this.#sql.claimDone, [this.#scope, id, now + this.#retention, now, now]);
-    if (claimed.length > 0) return "claimed";
+    if (claimed.length > 0) return undefined;
     // The write lock is ours: the row there is committed, and this read sees it.
     const rows = await open.query(this.#sql.state, [this.#scope, id, now]);
     return String(rows[0]?.state ?? "claimed");

@@ -266,6 +266,27 @@ describe("a handler's COMMIT, ROLLBACK or BEGIN through tx: never the inbox's tr
     expect(await onEvent({ id } as WebhookEvent)).toBeUndefined();
     expect([effects(db, id), effects(db, `${id}-undone`)]).toEqual([1, 0]);
   });
+
+  it("BEGIN, ROLLBACK and COMMIT prepared through tx are savepoints when each runs, by run(), all(), get() or iterate()", async () => {
+    const answers: unknown[] = [];
+    const onEvent = new SqliteInbox(db, { scope: "prepared-steps" }).handle((event, tx) => {
+      const [begin, rollback] = [tx.prepare("begin immediate"), tx.prepare("rollback")];
+      const insert = tx.prepare("insert into effects (event_id) values (?)");
+      answers.push(begin.run());
+      insert.run(`${event.id}-undone`);
+      answers.push(rollback.all());
+      answers.push(begin.get());
+      insert.run(event.id);
+      answers.push([...tx.prepare("commit").iterate()]);
+      // The connection's own members, values and methods, are the connection's.
+      answers.push(tx.inTransaction);
+    });
+    const id = `evt_${randomUUID()}`;
+    expect(await onEvent({ id } as WebhookEvent)).toBeUndefined();
+    expect(answers).toEqual([{ changes: 0, lastInsertRowid: 0 }, [], undefined, [], true]);
+    expect([effects(db, id), effects(db, `${id}-undone`), db.inTransaction]).toEqual([1, 0, false]);
+    expect(await onEvent({ id } as WebhookEvent)).toMatchObject({ status: 204 });
+  });
 });
 
 describe("ids a table could not hold as they are", () => {

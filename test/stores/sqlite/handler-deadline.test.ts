@@ -139,6 +139,28 @@ describe("SqliteInbox: tx once the inbox's transaction has ended", () => {
   });
 });
 
+describe("SqliteInbox: tx kept past the delivery", () => {
+  it("fails every call once the transaction has ended: the connection's own methods too, not only exec and prepare", async () => {
+    const db = (await drivers["better-sqlite3"]?.open(databaseFile())) as Database.Database;
+    await new SqliteInbox(db, { scope: "setup" }).migrate();
+    let kept: Database.Database | undefined;
+    const onEvent = new SqliteInbox(db, { scope: "kept-tx" }).handle((_event, tx) => {
+      kept = tx;
+      expect(tx.pragma("user_version", { simple: true })).toBe(0);
+    });
+    expect(await onEvent({ id: `evt_${randomUUID()}` } as WebhookEvent)).toBeUndefined();
+    const late = kept as Database.Database;
+    for (const call of [
+      () => late.pragma("user_version"),
+      () => late.exec("select 1"),
+      () => late.prepare("select 1"),
+    ]) {
+      expect(call).toThrow(/the inbox's transaction has ended/);
+    }
+    expect(late.inTransaction).toBe(false);
+  });
+});
+
 describe("SqliteInbox: handlerTimeout", () => {
   it("is a duration option: a TypeError naming it otherwise", () => {
     const db = new Database(":memory:");

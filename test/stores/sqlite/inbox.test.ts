@@ -98,6 +98,18 @@ describe("SqliteInbox options", () => {
     expect(() => new SqliteInbox(db, { scope: "s", retention: "soon" })).toThrow(/retention/);
     expect(() => new SqliteInbox(db, { scope: "s", timeout: 2 ** 31 })).toThrow(/"timeout" must be at most/);
     expect(() => inboxOf(db).handle("nope" as never)).toThrow(/takes a function/);
+    expect(() => new SqliteInbox(db, { scope: "s", now: 5 as never })).toThrow(
+      new TypeError('flag-webhooks: option "now" must be a function'),
+    );
+  });
+
+  it("takes the order option on a connection, its positions table beside the table it names", async () => {
+    const file = connect(databaseFile());
+    connections.push(file);
+    const inbox = new SqliteInbox(file, { scope: "ordered", table: "ordered_inbox", order: true });
+    await inbox.migrate();
+    const tables = file.prepare("select name from sqlite_master where type = 'table' order by name").all();
+    expect(tables).toEqual([{ name: "effects" }, { name: "ordered_inbox" }, { name: "ordered_inbox_positions" }]);
   });
 
   it("a receiver with a maxAge its retention does not cover refuses it when it is made", async () => {
@@ -228,6 +240,35 @@ describe("SqliteInbox.handle() through every adapter (better-sqlite3)", () => {
       }
     },
   );
+
+  it("an id a DedupeStore claim of the same scope holds is in progress (409), not a duplicate; once completed, a duplicate", async () => {
+    const inbox = new SqliteInbox(db, { scope: "claimed-lease" });
+    const id = `evt_${randomUUID()}`;
+    expect(await inbox.claim(id, 60_000)).toBe("claimed");
+    const onEvent = inbox.handle(handler);
+    await expect(onEvent({ id } as WebhookEvent)).rejects.toMatchObject({ code: "delivery_in_progress" });
+    await inbox.complete(id, 60_000);
+    expect(await onEvent({ id } as WebhookEvent)).toMatchObject({ status: 204 });
+    expect([runs.get(id), effects(id)]).toEqual([undefined, 0]);
+  });
+
+  it("called outside a receiver, a call that waits for its turn past timeout rejects 503, saying what it waited for", async () => {
+    const inbox = new SqliteInbox(db, { scope: "turn-direct", timeout: 100 });
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const held = inbox.handle(() => gate)({ id: `evt_${randomUUID()}` } as WebhookEvent);
+    const failed = await inbox
+      .handle(() => {})({ id: `evt_${randomUUID()}` } as WebhookEvent)
+      .catch((error: unknown) => error);
+    release();
+    await held;
+    expect(failed).toMatchObject({ code: "store_unavailable" });
+    expect(((failed as Error).cause as Error).message).toBe(
+      "SQLite did not give the inbox its turn and the write lock within 100 ms",
+    );
+  });
 
   it("a delivery that waits for its turn longer than timeout answers 503 with Retry-After, and runs on retry", async () => {
     const inbox = new SqliteInbox(db, { scope: "turns", timeout: 200 });

@@ -61,7 +61,7 @@ describe("SqliteInbox on libSQL: the handler's own transactions through tx", () 
     expect([await effects(client, id), await effects(client, `${id}-undone`)]).toEqual([1, 0]);
   });
 
-  it("tx.commit(), tx.rollback() and tx.close() are refused, and nothing commits", async () => {
+  it("tx.commit(), tx.rollback() and tx.close() are refused, naming the call, and nothing commits", async () => {
     const client = await database();
     for (const end of ["commit", "rollback", "close"] as const) {
       const onEvent = new SqliteInbox(client, { scope: `refused-${end}` }).handle(async (e, tx) => {
@@ -69,9 +69,81 @@ describe("SqliteInbox on libSQL: the handler's own transactions through tx", () 
         await tx[end]();
       });
       const id = `evt_${randomUUID()}`;
-      await expect(onEvent(event(id))).rejects.toThrow(/return to commit, throw to roll back/);
+      const failed = await onEvent(event(id)).catch((error: unknown) => error);
+      expect((failed as Error).message).toMatch(`refused through the inbox's tx: tx.${end}(): `);
+      expect((failed as Error).message).toMatch(/return to commit, throw to roll back/);
       expect(await effects(client, id)).toBe(0);
     }
+  });
+
+  it("statements as objects ({ sql, args }) and BEGIN's modes are savepoints too; tx.execute answers the step's result", async () => {
+    const client = await database();
+    let runs = 0;
+    const answers: unknown[] = [];
+    const onEvent = new SqliteInbox(client, { scope: "objects" }).handle(async (e, tx) => {
+      runs++;
+      answers.push(await tx.execute({ sql: "BEGIN IMMEDIATE", args: [] }));
+      await insert(tx, e.id);
+      await tx.execute({ sql: "commit", args: [] });
+      answers.push(tx.closed);
+      if (runs === 1) throw new Error("fails after its COMMIT");
+    });
+    const id = `evt_${randomUUID()}`;
+    await expect(onEvent(event(id))).rejects.toThrow("fails after its COMMIT");
+    expect(await effects(client, id)).toBe(0);
+    expect(await onEvent(event(id))).toBeUndefined();
+    expect([runs, await effects(client, id)]).toEqual([2, 1]);
+    expect(answers[0]).toMatchObject({ rows: [], columns: [] });
+    expect(answers[1]).toBe(false);
+  });
+
+  it("executeMultiple() and batch() write in the inbox's transaction; a batch with BEGIN, COMMIT or ROLLBACK is refused", async () => {
+    const client = await database();
+    const onEvent = new SqliteInbox(client, { scope: "multiple" }).handle(async (e, tx) => {
+      await tx.executeMultiple(
+        `insert into effects (event_id) values ('${e.id}-a'); insert into effects (event_id) values ('${e.id}-a')`,
+      );
+      await tx.executeMultiple(`begin deferred; insert into effects (event_id) values ('${e.id}-b'); end`);
+      await tx.batch([{ sql: "insert into effects (event_id) values (?)", args: [`${e.id}-c`] }]);
+      // SQLite's quotes: a COMMIT inside a quoted name is no statement.
+      await tx.batch(["select 1 as `x;commit`", { sql: "select 1 as [y;rollback]" }]);
+      if (e.id.startsWith("fail")) throw new Error("fails after its writes");
+    });
+    for (const id of [`evt_${randomUUID()}`, `fail_${randomUUID()}`]) {
+      await onEvent(event(id)).catch(() => {});
+      const counts = [
+        await effects(client, `${id}-a`),
+        await effects(client, `${id}-b`),
+        await effects(client, `${id}-c`),
+      ];
+      expect(counts).toEqual(id.startsWith("fail") ? [0, 0, 0] : [2, 1, 1]);
+    }
+    for (const steps of [["BEGIN", "select 1"], [{ sql: "select 1" }, { sql: "COMMIT" }], ["rollback"]]) {
+      const refused = new SqliteInbox(client, { scope: "batch-refused" }).handle(async (e, tx) => {
+        await insert(tx, e.id);
+        await tx.batch(steps as never);
+      });
+      const id = `evt_${randomUUID()}`;
+      await expect(refused(event(id))).rejects.toThrow(
+        "refused through the inbox's tx: a batch with BEGIN, COMMIT or ROLLBACK",
+      );
+      expect(await effects(client, id)).toBe(0);
+    }
+  });
+
+  it("a BEGIN through tx.execute left open fails the handler: nothing commits, the retry runs it", async () => {
+    const client = await database();
+    let runs = 0;
+    const onEvent = new SqliteInbox(client, { scope: "left-open" }).handle(async (e, tx) => {
+      runs++;
+      await insert(tx, e.id);
+      if (runs === 1) await tx.execute("begin");
+    });
+    const id = `evt_${randomUUID()}`;
+    await expect(onEvent(event(id))).rejects.toThrow();
+    expect(await effects(client, id)).toBe(0);
+    expect(await onEvent(event(id))).toBeUndefined();
+    expect([runs, await effects(client, id)]).toEqual([2, 1]);
   });
 });
 

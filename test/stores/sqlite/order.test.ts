@@ -72,4 +72,13 @@ describe("SqliteInbox with order", () => {
     await inbox.prune();
     expect(count()).toEqual({ n: 0 });
   });
+
+  it("keeps positions within the retention: prune() leaves a flag's row that has not expired", async () => {
+    const inbox = new SqliteInbox(db, { scope: "order-kept", order: true, retention: "1h" });
+    await inbox.migrate();
+    await inbox.handle(() => {})(createEvent("flag.updated"));
+    await inbox.prune();
+    const count = db.prepare("select count(*) as n from flag_webhooks_inbox_positions where scope = 'order-kept'");
+    expect(count.get()).toEqual({ n: 1 });
+  });
 });

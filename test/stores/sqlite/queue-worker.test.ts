@@ -77,6 +77,10 @@ describe("SqliteInbox.handle(fn) called by a queue worker, no receiver", () => {
     expect(ticks).toBeGreaterThan(5);
     expect(failed).toBeInstanceOf(WebhookError);
     expect((failed as WebhookError).code).toBe("store_unavailable");
+    expect((failed as WebhookError).message).toBe("the SQLite inbox is unavailable; retry later");
+    expect(((failed as WebhookError).cause as Error).message).toBe(
+      "SQLite did not let the inbox commit within 1000 ms",
+    );
     expect([effects(db), db.inTransaction]).toEqual([[], false]);
     expect(await handle(event)).toBeUndefined();
     expect(await handle(event)).toMatchObject({ status: 204 });
