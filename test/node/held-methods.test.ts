@@ -132,6 +132,15 @@ const styles: Style[] = [
     },
   },
   {
+    name: "end(), then end(callback) again: the callback comes once the answer is sent",
+    answer(res, seen) {
+      res.writeHead(200);
+      res.end("ok");
+      res.end((error?: Error) => seen.push(`ended again ${error === undefined ? "ok" : String(error)}`));
+    },
+    seen: ["ended again ok"],
+  },
+  {
     name: "setTimeout() on the response, then writeHead(200) and end()",
     answer(res) {
       res.setTimeout(10_000);

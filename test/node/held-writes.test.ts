@@ -145,6 +145,25 @@ describe.each(Object.entries(hosts))("on %s, a held 2xx streamed with pipeline()
     const retry = await post(server, d);
     expect([retry.status, retry.text, runs]).toEqual([200, "ab", 2]);
   });
+
+  it(`holds a body of exactly ${MAX_HELD_BYTES} bytes counted in its chunks' encoding, and refuses one byte more with ERR_HELD_ANSWER_TOO_LARGE`, async () => {
+    const codes: unknown[] = [];
+    let runs = 0;
+    const server = await serve(
+      host(async (res) => {
+        runs++;
+        res.writeHead(200);
+        // Twice as many hex characters as bytes: the bound is on the bytes that leave, not the text.
+        res.write("61".repeat(MAX_HELD_BYTES), "hex");
+        if (runs === 1) res.end();
+        else res.write("b", (error) => void codes.push((error as { code?: unknown } | null)?.code));
+      }),
+    );
+    const reply = await post(server, await delivery(SECRET));
+    expect([reply.status, reply.text.length]).toEqual([200, MAX_HELD_BYTES]);
+    expect(await attempt(urlOf(server), await delivery(SECRET))).toBe(0);
+    expect(codes).toEqual(["ERR_HELD_ANSWER_TOO_LARGE"]);
+  });
 });
 
 describe.each(Object.entries(hosts))(
