@@ -279,8 +279,7 @@ class AnswerWatch implements Watcher {
 
   #restore(): void {
     const res = this.#res;
-    giveBack(res, this.#taken);
-    if (this.#headers) Object.assign(res, this.#headers.original);
+    giveBack(res, this.#taken, this.#headers);
     res.off("close", this.closed);
     // Only a held answer was made to read as sent (an answer decided at once never was).
     if (!this.#holding) return;
