@@ -20,7 +20,7 @@ import { DynamoDBDedupeStore, DynamoDBOrderStore } from "../src/stores/dynamodb.
 import { PostgresInbox } from "../src/stores/postgres/index.js";
 import { SqliteInbox } from "../src/stores/sqlite/index.js";
 import { createEvent, signedRequest } from "../src/testing/index.js";
-import { startDynalite, stopDynalite } from "../test/support/dynalite.js";
+import { countedClient, startDynalite, stopDynalite } from "../test/support/dynalite.js";
 import { startPostgres, stopPostgres } from "../test/support/postgres-server.js";
 import { startRedis, stopRedis } from "../test/support/redis-server.js";
 
@@ -167,15 +167,7 @@ if (redis) {
 // figures: read the requests, not the µs). Requests counted by a middleware on the SDK's stack.
 {
   const dynalite = await startDynalite();
-  const client = dynalite.client();
-  let sent = 0;
-  client.middlewareStack.add(
-    (next) => (args) => {
-      sent++;
-      return next(args);
-    },
-    { step: "initialize" },
-  );
+  const { client, sent } = countedClient(dynalite);
   const receiver = (scope: string, order: boolean) =>
     webhookHandler({
       secret: SECRET,
@@ -186,8 +178,8 @@ if (redis) {
   const count = Math.min(N, 1000);
   pair(
     "DynamoDB (dynalite), dedupe on DynamoDBDedupeStore",
-    await measure(receiver("plain", false), () => sent, count),
-    await measure(receiver("ordered", true), () => sent, count),
+    await measure(receiver("plain", false), sent, count),
+    await measure(receiver("ordered", true), sent, count),
     true,
   );
   await stopDynalite(dynalite);

@@ -40,6 +40,23 @@ const server = require(workerData.dynalite)({ createTableMs: 0, deleteTableMs: 0
 server.listen(0, "127.0.0.1", () => parentPort.postMessage(server.address().port));
 `;
 
+/**
+ * A client of `db` that counts the commands sent through it (a middleware on the SDK's own
+ * stack), for the tests and benchmarks that count a delivery's requests.
+ */
+export function countedClient(db: Dynalite): { client: DynamoDBClient; sent: () => number } {
+  const client = db.client();
+  let sent = 0;
+  client.middlewareStack.add(
+    (next) => (args) => {
+      sent++;
+      return next(args);
+    },
+    { step: "initialize" },
+  );
+  return { client, sent: () => sent };
+}
+
 export async function startDynalite(table = "flag-webhooks-dedupe"): Promise<Dynalite> {
   const thread = new Worker(SERVE, {
     eval: true,

@@ -1,10 +1,9 @@
 import { randomUUID } from "node:crypto";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { DynamoDBDedupeStore, DynamoDBOrderStore } from "flag-webhooks/dynamodb";
 import { webhookHandler } from "flag-webhooks/fetch";
 import { createEvent, signedRequest } from "flag-webhooks/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Dynalite, startDynalite, stopDynalite } from "../../support/dynalite.js";
+import { countedClient, type Dynalite, startDynalite, stopDynalite } from "../../support/dynalite.js";
 import { SECRET } from "../../support/receiver.js";
 
 // What `order` costs on DynamoDB in requests, counted on the real SDK (a middleware on the
@@ -17,24 +16,10 @@ beforeAll(async () => {
 });
 afterAll(() => stopDynalite(db));
 
-/** A client that counts the commands sent through it. */
-function counted(): { client: DynamoDBClient; sent: () => number } {
-  const client = db.client();
-  let sent = 0;
-  client.middlewareStack.add(
-    (next) => (args) => {
-      sent++;
-      return next(args);
-    },
-    { step: "initialize" },
-  );
-  return { client, sent: () => sent };
-}
-
 /** Requests per delivery of `count` fresh events (each of its own flag unless `oneFlag`), with and without `order`. */
 async function perDelivery(order: boolean, count: number, oneFlag = false): Promise<number> {
   const scope = `count-${randomUUID().slice(0, 8)}`;
-  const { client, sent } = counted();
+  const { client, sent } = countedClient(db);
   const handle = webhookHandler({
     secret: SECRET,
     dedupe: { store: new DynamoDBDedupeStore(client, { table: db.table, scope }), ttl: "1h" },
