@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import { createClient } from "@libsql/client";
 import Database from "better-sqlite3";
 import type { WebhookEvent } from "flag-webhooks";
 import { SqliteInbox } from "flag-webhooks/sqlite";
@@ -124,5 +125,38 @@ describe.each(["wal", "delete"] as const)("SQLite one-step write, journal_mode=%
     expect(db.inTransaction).toBe(false);
     expect(busyTimeout(db)).toBe(APP_BUSY_TIMEOUT);
     expect(committedIds(file).sort()).toEqual(ids.filter((id) => !id.startsWith("evt_refused")).sort());
+  });
+});
+
+describe("SQLite over @libsql/client (a local file): the app's busy_timeout", () => {
+  // Broken: the async driver sets the client's busy_timeout to what is left of the inbox's
+  // deadline before each transaction (so SQLite waits for a lock no longer than the inbox may),
+  // and never puts the app's back: after one enqueue() the app's 3210 ms read 5000, after
+  // migrate() 4999; after an enqueue() that waited 950 ms for the inbox's turn (a handle() in
+  // flight, timeout 1 s) it read 57 ms: what was left, and the app's own writes on that connection
+  // then give up on a lock after 57 ms instead of 3.2 s. A fix must put the app's own value back on the connection once the transaction has
+  // begun (read it first, as the synchronous driver does), or set it only on the transaction's
+  // connection and restore it there before the connection goes back to the client's pool.
+  it.fails("after migrate(), enqueue(), handle() and a worker's attempt, the app's busy_timeout is its own again", async () => {
+    const client = createClient({ url: `file:${databaseFile()}` });
+    try {
+      const setting = async () => Number((await client.execute("pragma busy_timeout")).rows[0]?.timeout);
+      await client.execute(`pragma busy_timeout = ${APP_BUSY_TIMEOUT}`);
+      const inbox = new SqliteInbox(client as never, { scope: "libsql-busy" });
+      const seen: number[] = [];
+      await inbox.migrate();
+      seen.push(await setting());
+      await statusOf(inbox.enqueue()(eventOf(newId())));
+      seen.push(await setting());
+      await statusOf(inbox.handle(async () => {})(eventOf(newId())));
+      seen.push(await setting());
+      const worker = inbox.work(() => {}, { interval: false });
+      await worker.drain();
+      await worker.close();
+      seen.push(await setting());
+      expect(seen).toEqual([APP_BUSY_TIMEOUT, APP_BUSY_TIMEOUT, APP_BUSY_TIMEOUT, APP_BUSY_TIMEOUT]);
+    } finally {
+      client.close();
+    }
   });
 });
