@@ -142,7 +142,7 @@ describe("SQLite over @libsql/client (a local file): the app's busy_timeout", ()
     try {
       const setting = async () => Number((await client.execute("pragma busy_timeout")).rows[0]?.timeout);
       await client.execute(`pragma busy_timeout = ${APP_BUSY_TIMEOUT}`);
-      const inbox = new SqliteInbox(client as never, { scope: "libsql-busy" });
+      const inbox = new SqliteInbox(client, { scope: "libsql-busy" });
       const seen: number[] = [];
       await inbox.migrate();
       seen.push(await setting());
