@@ -169,9 +169,20 @@ function count(step, ok, seconds) {
     // A test that does not run here says why in its title ("runs only as root", "needs ..."):
     // each is named in the summary, so no skip goes unseen.
     for (const file of counts.testResults ?? []) {
-      for (const test of file.assertionResults ?? []) {
+      const tests = file.assertionResults ?? [];
+      if (file.status === "failed" && !tests.some((test) => test.status === "failed")) {
+        const message = (file.message ?? "").split("\n")[0].slice(0, 300);
+        lines.push(`     failed: ${file.name.replace(`${root}/`, "")}: ${message}`);
+      }
+      for (const test of tests) {
         if (test.status === "pending" || test.status === "skipped" || test.status === "todo") {
           lines.push(`     not run: ${file.name.replace(`${root}/`, "")}: ${test.fullName}`);
+        }
+        // A failed test is named here too, with its message's first line: the summary is the part
+        // of a long log that is sure to be read.
+        if (test.status === "failed") {
+          const message = (test.failureMessages?.[0] ?? "").split("\n")[0].slice(0, 300);
+          lines.push(`     failed: ${file.name.replace(`${root}/`, "")}: ${test.fullName}: ${message}`);
         }
       }
     }
