@@ -97,15 +97,19 @@ export function remoteStore(receiver: ReceiverProcess, instance: "store" | "peer
 }
 
 /**
- * `db` seen through a proxy that counts the COMMITs that wrote (the connection's count of changed
- * rows moved), whether run as a prepared `commit` or inside an `exec`: what group commit saves.
+ * `db` seen through a proxy that counts the transactions that wrote (the connection's count of
+ * changed rows moved), whether ended by a COMMIT, prepared or inside an `exec`, or by SQLite
+ * committing a statement run on its own: what group commit saves.
  */
 export function commitCounting(db: Database.Database): { connection: Database.Database; commits: () => number } {
-  // A COMMIT is counted when its transaction wrote (the connection's count of changed rows moved).
+  // A transaction is counted once it ended having written: after any call on the connection,
+  // none is open and the count of changed rows moved. So an explicit COMMIT counts, and so does a
+  // statement SQLite committed on its own.
   let commits = 0;
   const changes = db.prepare("select total_changes() as n");
   let changed = 0;
-  const committed = () => {
+  const ended = () => {
+    if (db.inTransaction) return;
     const now = (changes.get() as { n: number }).n;
     if (now !== changed) commits++;
     changed = now;
@@ -113,27 +117,29 @@ export function commitCounting(db: Database.Database): { connection: Database.Da
   const counted = (statement: Database.Statement) =>
     new Proxy(statement, {
       get(target, key) {
-        if (key === "run") {
+        const value = Reflect.get(target, key, target);
+        if (key === "run" || key === "all" || key === "get") {
           return (...args: unknown[]) => {
-            const result = target.run(...args);
-            committed();
-            return result;
+            try {
+              return (value as (...a: unknown[]) => unknown).apply(target, args);
+            } finally {
+              ended();
+            }
           };
         }
-        const value = Reflect.get(target, key, target);
         return typeof value === "function" ? value.bind(target) : value;
       },
     });
   const connection = new Proxy(db, {
     get(target, key) {
-      if (key === "prepare") {
-        return (sql: string) => (/^\s*commit\b/i.test(sql) ? counted(target.prepare(sql)) : target.prepare(sql));
-      }
+      if (key === "prepare") return (sql: string) => counted(target.prepare(sql));
       if (key === "exec") {
         return (sql: string) => {
-          const result = target.exec(sql);
-          if (/(^|;)\s*commit\b/i.test(sql)) committed();
-          return result;
+          try {
+            return target.exec(sql);
+          } finally {
+            ended();
+          }
         };
       }
       const value = Reflect.get(target, key, target);
