@@ -93,13 +93,21 @@ async function sqlite(synchronous) {
   try {
     const inbox = new SqliteInbox(db, { scope: "bench" });
     await inbox.migrate();
+    // The hand-written receiver runs the inbox's own INSERT (an upsert that revives an id handled
+    // past its retention, 15 columns), autocommitted: "the same INSERT and COMMIT", so the ratio is
+    // the inbox's work around it (its 1.2–1.3× dearer statement is not counted against it).
     const statement = db.prepare(`insert into flag_webhooks_inbox (scope, id, state, token, expires_at, handled_at,
-        body, type, created_at, received_at, attempts, next_at)
-      values ('hand', ?, 'pending', null, 9223372036854775807, ?, ?, ?, ?, ?, 0, ?)
-      on conflict (scope, id) do nothing returning 1`);
+        body, type, created_at, received_at, attempts, next_at, last_error, lease_until, trace_context)
+      values ('hand', ?, 'pending', null, 9223372036854775807, (?), ?, ?, ?, ?, 0, ?, null, null, null)
+      on conflict (scope, id) do update set state = 'pending', token = null, expires_at = excluded.expires_at,
+        handled_at = excluded.handled_at, body = excluded.body, type = excluded.type, created_at = excluded.created_at,
+        received_at = excluded.received_at, attempts = 0, next_at = excluded.next_at, last_error = null,
+        lease_until = null, trace_context = excluded.trace_context
+      where flag_webhooks_inbox.expires_at <= excluded.handled_at
+      returning id`);
     const hand = async (event) => {
       const [id, body, type, createdAt, now] = row(event);
-      return statement.get(id, now, body, type, createdAt, now, now);
+      return statement.all(id, now, body, type, createdAt, now, now);
     };
     return await measure(
       { name: "SQLite (better-sqlite3)", settings: `WAL, \`synchronous = ${synchronous.toUpperCase()}\`` },
