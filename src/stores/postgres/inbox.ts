@@ -15,7 +15,7 @@ import { keepStatements } from "../work/statements.js";
 import { RECEIVED, received, stateList } from "../work/states.js";
 import { claimStatement } from "./claim-statement.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction, sameTransaction } from "./drivers.js";
-import { POSTGRES_DIALECT, postgresKeep } from "./keep.js";
+import { postgresDialect, postgresKeep } from "./keep.js";
 import { type FoldedPositions, orderSchema, type PositionsRows, positionsRows, prunePositions } from "./order.js";
 import { RecentIds } from "./recent-ids.js";
 import { DEFAULT_TABLE, inboxSchema } from "./schema.js";
@@ -99,7 +99,11 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
       order: this.#order,
     };
     this.keepWith(
-      new Keep(postgresKeep(this.#driver, this.#positions), keepStatements(this.#table, POSTGRES_DIALECT), settings),
+      new Keep(
+        postgresKeep(this.#driver, this.#positions),
+        keepStatements(this.#table, postgresDialect(this.#lockTimeout)),
+        settings,
+      ),
     );
   }
 
