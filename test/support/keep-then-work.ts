@@ -420,6 +420,24 @@ export function describeKeepThenWork(name: string, setup: () => Promise<KeepSubj
       expect((await inbox.kept(pending))?.state).toBe("pending");
     });
 
+    it("an id handled past its retention, not pruned yet: a new delivery of it is kept anew, 202, and run again", async () => {
+      const s = await subjectOf();
+      const inbox = s.inbox(newScope(), Date.now, 1);
+      const id = newId();
+      const runs: string[] = [];
+      const handler = (event: WebhookEvent) => {
+        runs.push(event.id);
+      };
+      expect(await inbox.enqueue()(eventOf(id))).toEqual({ status: 202 });
+      await worker(inbox, handler).drain();
+      await sleep(20);
+      expect(await inbox.enqueue()(eventOf(id))).toEqual({ status: 202 });
+      expect(await inbox.kept(id)).toMatchObject({ state: "pending", attempts: 0 });
+      expect(await inbox.enqueue()(eventOf(id))).toMatchObject({ status: 204 });
+      await worker(inbox, handler).drain();
+      expect(runs).toEqual([id, id]);
+    });
+
     it("purge() racing a worker: an event ends done with its effect once, or gone without one", async () => {
       const s = await subjectOf();
       const clock = fakeClock();

@@ -15,10 +15,18 @@ export function claimStatement(table: string, ordered: PositionsRows | undefined
   // when its WHERE is false), and copies of a handled id, replayed at speed, would each wait for
   // the one before. An id in flight is not in the snapshot: the insert waits for its transaction,
   // up to lock_timeout, as it must.
-  return `with claim as (
+  //
+  // lock_timeout bounds only the inbox's own waits (the claim, the flag's row): once they are
+  // over, the last column sets it back to the session's value, read before it was set, so the
+  // handler's statements wait for a lock as they would outside the inbox, bounded by
+  // statement_timeout (`timeout`) alone.
+  return `with settings as (
+     select current_setting('lock_timeout') as session_lock_timeout,
+       set_config('lock_timeout', $4::text, true), set_config('statement_timeout', $5::text, true)
+   ), claim as (
      insert into ${table} (scope, id, state, expires_at)
      select $1::text, $2::text, 'done', now() + $3::bigint * interval '1 millisecond'
-     from (select set_config('lock_timeout', $4::text, true), set_config('statement_timeout', $5::text, true)) settings
+     from settings
      where not exists (
        select 1 from ${table} where scope = $1::text and id = $2::text and expires_at > now()
      )
@@ -27,8 +35,10 @@ export function claimStatement(table: string, ordered: PositionsRows | undefined
      where ${table}.expires_at <= now()
      returning txid_current()::text as xid
    )${ordered ? `, ${ordered.cte("claim", "$6::text")}` : ""}
-   select xid, null::text as state${ordered ? ", (select positions from flag_row)" : ""} from claim
+   select xid, null::text as state${ordered ? ", (select positions from flag_row)" : ""},
+     set_config('lock_timeout', (select session_lock_timeout from settings), true) as lock_timeout
+   from claim
    union all
-   select null, state${ordered ? ", null" : ""} from ${table}
+   select null, state${ordered ? ", null" : ""}, null from ${table}
    where scope = $1::text and id = $2::text and expires_at > now() and not exists (select 1 from claim)`;
 }

@@ -15,10 +15,10 @@ import { keepStatements } from "../work/statements.js";
 import { RECEIVED, received, stateList } from "../work/states.js";
 import { claimStatement } from "./claim-statement.js";
 import { type Begun, type Driver, driverFor, type OpenTransaction, sameTransaction } from "./drivers.js";
-import { POSTGRES_DIALECT, postgresKeep } from "./keep.js";
+import { postgresDialect, postgresKeep } from "./keep.js";
 import { type FoldedPositions, orderSchema, type PositionsRows, positionsRows, prunePositions } from "./order.js";
 import { RecentIds } from "./recent-ids.js";
-import { DEFAULT_TABLE, inboxSchema } from "./schema.js";
+import { DEFAULT_TABLE, inboxSchema, refuseEncoding } from "./schema.js";
 import type { InboxHandler, InboxTransaction, PostgresClient, PostgresInboxOptions } from "./types.js";
 
 const PRUNE_BATCH = 10_000;
@@ -99,7 +99,11 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
       order: this.#order,
     };
     this.keepWith(
-      new Keep(postgresKeep(this.#driver, this.#positions), keepStatements(this.#table, POSTGRES_DIALECT), settings),
+      new Keep(
+        postgresKeep(this.#driver, this.#positions),
+        keepStatements(this.#table, postgresDialect(this.#lockTimeout)),
+        settings,
+      ),
     );
   }
 
@@ -116,14 +120,15 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
     // Two processes creating the table at once would collide in the catalog: one at a time.
     // And "if not exists" answers an existing table or index with a NOTICE, which postgres.js
     // prints by default, on every start: raised to warnings for this transaction only (SET LOCAL).
-    const { transaction: open } = await this.#driver.begin(
+    const { transaction: open, rows } = await this.#driver.begin(
       {
-        text: "select set_config('client_min_messages', 'warning', true), pg_advisory_xact_lock(hashtext('flag-webhooks migrate'))",
+        text: "select set_config('client_min_messages', 'warning', true), pg_advisory_xact_lock(hashtext('flag-webhooks migrate')), current_setting('server_encoding') as encoding",
         params: [],
       },
       new AbortController().signal,
     );
     try {
+      refuseEncoding(rows[0]?.encoding);
       for (const statement of this.#schema) await open.query(statement, []);
       for (const statement of this.#order ? orderSchema(this.#table) : []) await open.query(statement, []);
     } catch (error) {

@@ -9,16 +9,34 @@ import { STATES, stateList } from "../work/states.js";
 import { type Driver, sameTransaction } from "./drivers.js";
 import type { PositionsRows } from "./order.js";
 
-/** Postgres's dialect: typed parameters, timestamps from the clock's ms, the row lock. */
-export const POSTGRES_DIALECT: Dialect = {
-  param: (n, type) => `$${n}::${type === "text" ? "text" : "bigint"}`,
-  never: "'infinity'::timestamptz",
-  at: (ms) => `to_timestamp((${ms})::float8 / 1000)`,
-  lock: " for update skip locked",
-  xid: ", txid_current()::text as xid, pg_backend_pid() as pid",
-  rows: (n) =>
-    `json_to_recordset($${n}::text::json) as r(${ARRIVAL_FIELDS.map((f) => `${f} ${f === "received_at" ? "bigint" : "text"}`).join(", ")})`,
-};
+/**
+ * The longest a keep statement of several events waits for a row another transaction holds: a
+ * copy whose COMMIT is in flight (another receiver's, an attempt's last statement) ends sooner.
+ * Past it, the statement fails, and its events are kept again one by one (see GroupCommit), each
+ * waiting up to the inbox's `lockTimeout`, so that one event held by a long transaction (a copy
+ * that `handle()` runs) costs the others of its COMMIT only this wait.
+ */
+const GROUP_LOCK_WAIT = 50;
+
+/**
+ * Postgres's dialect: typed parameters, timestamps from the clock's ms, the row lock, and the keep
+ * statement's lock waits bounded: one event's by `lockTimeout` (ms; then 409, as for `handle()`'s
+ * copy in flight), several's by {@link GROUP_LOCK_WAIT} at most.
+ */
+export function postgresDialect(lockTimeout: number): Dialect {
+  return {
+    param: (n, type) => `$${n}::${type === "text" ? "text" : "bigint"}`,
+    never: "'infinity'::timestamptz",
+    at: (ms) => `to_timestamp((${ms})::float8 / 1000)`,
+    lock: " for update skip locked",
+    xid: ", txid_current()::text as xid, pg_backend_pid() as pid",
+    rows: (n) =>
+      `json_to_recordset($${n}::text::json) as r(${ARRIVAL_FIELDS.map((f) => `${f} ${f === "received_at" ? "bigint" : "text"}`).join(", ")})`,
+    // Set for the statement's own implicit transaction only; a whole number of ms (0 would mean no bound).
+    lockWait: (many) =>
+      `(select set_config('lock_timeout', '${Math.max(1, Math.ceil(many ? Math.min(lockTimeout, GROUP_LOCK_WAIT) : lockTimeout))}', true)) as waits`,
+  };
+}
 
 /** The check constraint keep-then-work puts on `state`, in place of `handle()`'s. */
 const STATE_CHECK = "flag_webhooks_inbox_states";
@@ -83,6 +101,8 @@ export function postgresKeep(driver: Driver, positions?: PositionsRows): KeepDat
   return {
     capacity: driver.transactions,
     query: (sql, params) => driver.query(sql, params),
+    // lock_not_available: the keep statement's lock wait ran out (see postgresDialect).
+    held: (error) => (error as { code?: unknown } | null)?.code === "55P03",
     async begin(sql, params, flag): Promise<HeldTransaction> {
       const folding = flag === undefined ? undefined : positions;
       const text = folding

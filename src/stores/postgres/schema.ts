@@ -51,3 +51,16 @@ function indexName(table: string, suffix = "expires"): string {
   const end = `_${hash.toString(16).padStart(8, "0")}_${suffix}`;
   return `${table.slice(0, IDENTIFIER_MAX - end.length)}${end}`;
 }
+
+/**
+ * Throws unless the database's `encoding` holds any text a sender may send: UTF8, or SQL_ASCII
+ * (which stores the bytes as they come). In another (LATIN1…), `enqueue()` could not keep a body
+ * with a character the encoding lacks, and would answer 503 to every retry of it until the sender
+ * gave up: refused at migrate(), before any event is answered.
+ */
+export function refuseEncoding(encoding: unknown): void {
+  if (encoding === "UTF8" || encoding === "SQL_ASCII") return;
+  throw new Error(
+    `flag-webhooks: the Postgres inbox needs a database in UTF8, and this one is in ${String(encoding)}: an event whose body holds a character ${String(encoding)} lacks could not be kept. Create the database with ENCODING 'UTF8' (docs/postgres.md)`,
+  );
+}

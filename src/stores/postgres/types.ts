@@ -90,7 +90,8 @@ export interface PostgresInboxOptions {
   retention?: number | string;
   /**
    * How long a delivery waits for a copy of it being handled in another transaction, before
-   * `409 delivery_in_progress` (Postgres `lock_timeout`). Default `"2s"`.
+   * `409 delivery_in_progress` (Postgres `lock_timeout`, for the inbox's own statements only: the
+   * handler's statements wait for locks under the session's own setting). Default `"2s"`.
    */
   lockTimeout?: number | string;
   /**

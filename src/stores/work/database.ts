@@ -49,4 +49,10 @@ export interface KeepDatabase {
    * statement.
    */
   begin(sql: string, params: readonly KeepParam[], flag?: string): Promise<HeldTransaction>;
+  /**
+   * Whether `error` is a statement that gave up waiting for a row another transaction holds (a
+   * copy of the event in flight there): the delivery is in progress (409), the database did not
+   * fail. Absent where statements wait for no row (SQLite).
+   */
+  held?(error: unknown): boolean;
 }

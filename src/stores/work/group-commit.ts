@@ -3,7 +3,7 @@
 // while a COMMIT is in flight wait together, and the next COMMIT keeps them all in one statement;
 // each is then answered from its own row. There is no timer: an accept that finds nothing in
 // flight is committed at once, alone, and batches form only because a COMMIT takes time.
-import type { KeepDatabase, KeepRow } from "./database.js";
+import type { KeepDatabase, KeepParam, KeepRow } from "./database.js";
 import { ARRIVAL_FIELDS, type KeepStatements } from "./statements.js";
 
 /** One event to keep: the values of its row. */
@@ -22,6 +22,11 @@ export interface Arrival {
  */
 export type Found = "kept" | "copy" | "there";
 
+/** The parameters of one arrival's statements (`insert`, `there`), in their order. */
+export function arrivalParams(scope: string, a: Arrival): KeepParam[] {
+  return [scope, a.id, a.body, a.type, a.created_at, a.received_at, a.trace];
+}
+
 /** Keeps `arrivals` in one COMMIT (one statement, so all or none): what each found, in order. */
 export async function keepAll(
   db: KeepDatabase,
@@ -36,7 +41,7 @@ export async function keepAll(
   let rows: readonly KeepRow[];
   if (unique.length === 1) {
     const [a] = unique as [Arrival];
-    rows = await db.query(sql.insert, [scope, a.id, a.body, a.type, a.created_at, a.received_at, a.trace]);
+    rows = await db.query(sql.insert, arrivalParams(scope, a));
   } else {
     const json = JSON.stringify(unique.map((a) => Object.fromEntries(ARRIVAL_FIELDS.map((f) => [f, a[f]]))));
     rows = await db.query(sql.insertMany, [scope, json]);

@@ -13,7 +13,7 @@ import type { TransactionOrder } from "../order/in-transaction.js";
 import { type Ground, type Plan, take } from "./attempt.js";
 import { countsOf } from "./counts.js";
 import type { KeepDatabase, KeepRow } from "./database.js";
-import { type Arrival, GroupCommit, keepAll } from "./group-commit.js";
+import { type Arrival, arrivalParams, GroupCommit, keepAll } from "./group-commit.js";
 import { scheduleOf } from "./schedule.js";
 import type { KeepStatements } from "./statements.js";
 import { type InboxState, received } from "./states.js";
@@ -89,15 +89,22 @@ export class Keep {
         received_at: this.settings.now(),
         trace,
       };
-      const found = await this.#store(() => (group ? group.add(arrival) : commit([arrival]).then(([one]) => one)));
+      const found = await this.#store(
+        () => (group ? group.add(arrival) : commit([arrival]).then(([one]) => one)),
+        event.id,
+      );
       // A copy of an event kept by the same COMMIT: a duplicate, as any later copy would be.
       if (found === "copy") return duplicateReply();
       if (found === "there") {
         // Already there: a copy of a kept or handled event is a duplicate; one that `handle()` or a
-        // DedupeStore claim holds right now is in progress, and the sender's retry will find it.
-        const row = await this.#store(() => this.#ground.db.query(this.#ground.sql.one, [this.settings.scope, id]));
-        if (!received(row[0]?.state)) throw inProgress(event.id);
-        return duplicateReply();
+        // DedupeStore claim holds right now is in progress, and the sender's retry will find it. An
+        // expired row (handled past its retention) is kept anew, as a new event.
+        const params = arrivalParams(this.settings.scope, arrival);
+        const [row] = await this.#store(() => this.#ground.db.query(this.#ground.sql.there, params), event.id);
+        if (!row?.revived) {
+          if (!received(row?.state)) throw inProgress(event.id);
+          return duplicateReply();
+        }
       }
       if (!(run && plan)) return ACCEPTED;
       // Inline first: the event is kept already, so whatever this attempt does, the answer is a
@@ -187,11 +194,15 @@ export class Keep {
     return withTimeout(step, timeout, () => new Error(`${name} did not answer within ${timeout} ms`));
   }
 
-  /** A step of the receiving side: bounded by the inbox's timeout, and a 503 when it fails. */
-  async #store<T>(step: () => Promise<T>): Promise<T> {
+  /**
+   * A step of the receiving side for `eventId`: bounded by the inbox's timeout, a 409 when it gave
+   * up waiting for the event's row held by another transaction, and a 503 when it fails.
+   */
+  async #store<T>(step: () => Promise<T>, eventId: string): Promise<T> {
     try {
       return await this.#bounded(step());
     } catch (error) {
+      if (this.#ground.db.held?.(error)) throw inProgress(eventId);
       throw unavailable(error, this.settings.name);
     }
   }

@@ -21,6 +21,15 @@ export interface Dialect {
    * each field a column of its name: Postgres's `json_to_recordset`, SQLite's `json_each`.
    */
   rows(n: number): string;
+  /**
+   * Where an upsert would lock the row it meets, even when its WHERE is false (Postgres's ON
+   * CONFLICT DO UPDATE), so that a copy of an event a worker's attempt holds would wait for that
+   * attempt, and the deliveries sharing its COMMIT with it: a FROM item that bounds the keep
+   * statement's lock waits (`many`: a statement of several events). The keep statement then does
+   * nothing on a conflict, and `there` revives an expired row apart. Absent (SQLite: no row
+   * locks), one upsert keeps a new row or revives an expired one.
+   */
+  lockWait?(many: boolean): string;
 }
 
 /** The fields of each row in the JSON parameter of `insertMany`, as text but `received_at`, a number. */
@@ -52,6 +61,11 @@ export interface KeepStatements {
    * a JSON array of {@link ARRIVAL_FIELDS})
    */
   readonly insertMany: string;
+  /**
+   * What a new event's id met: its row's `state`, and `revived` when an expired row (a handled id
+   * past its retention) was kept anew as pending by this statement. (as `insert`)
+   */
+  readonly there: string;
   /** Takes up to `limit` due events (one, with `id`), counting the attempt; parks those with none left. (scope, now, lease, attempts, limit, id) */
   readonly take: string;
   /** In the attempt's transaction: the row, locked, if it is still this attempt's. (scope, id, attempt) */
@@ -85,8 +99,9 @@ export function keepStatements(t: string, d: Dialect): KeepStatements {
       t,
       d,
       [text(1), ...ARRIVAL_FIELDS.map((field) => `r.${field}`)],
-      `from ${d.rows(2)} where true`,
+      `from ${d.rows(2)}${d.lockWait ? `, ${d.lockWait(true)}` : ""} where true`,
     ),
+    there: thereStatement(t, d),
     // A running row whose lease lapsed with no attempt left is parked: its last attempt was counted
     // when it was taken, and never ended (the worker died, or ran past the lease).
     take: `update ${t} set
@@ -132,20 +147,67 @@ export function keepStatements(t: string, d: Dialect): KeepStatements {
  * The one statement that keeps events, given the SQL of its values (scope, id, body, type,
  * createdAt, received time, trace) and where they come from: parameters (no `from`: one row), or
  * the rows of a FROM item (`where true` after it, which SQLite needs to read the ON CONFLICT that
- * follows a SELECT). A row is new, or revives an expired one (a handled id past its retention);
- * any other is left as it is, and its id is not returned.
+ * follows a SELECT). A row is new, or (without `lockWait`) revives an expired one (a handled id
+ * past its retention); any other is left as it is, and its id is not returned.
  */
 function keeping(t: string, d: Dialect, values: string[], from: string | undefined): string {
   const [scope, id, body, type, createdAt, now, trace] = values;
   const row = `${scope}, ${id}, 'pending', null, ${d.never}, ${d.at(now as string)}, ${body}, ${type}, ${createdAt},
         ${now}, 0, ${now}, null, null, ${trace}`;
+  const source =
+    from !== undefined
+      ? `select ${row} ${from}`
+      : d.lockWait
+        ? `select ${row} from ${d.lockWait(false)}`
+        : `values (${row})`;
   return `insert into ${t} (scope, id, state, token, expires_at, handled_at, body, type, created_at, received_at,
         attempts, next_at, last_error, lease_until, trace_context)
-      ${from === undefined ? `values (${row})` : `select ${row} ${from}`}
-      on conflict (scope, id) do update set state = 'pending', token = null, expires_at = excluded.expires_at,
-        handled_at = excluded.handled_at, body = excluded.body, type = excluded.type, created_at = excluded.created_at,
-        received_at = excluded.received_at, attempts = 0, next_at = excluded.next_at, last_error = null,
-        lease_until = null, trace_context = excluded.trace_context
-      where ${t}.expires_at <= excluded.handled_at
+      ${source}
+      ${
+        d.lockWait
+          ? "on conflict (scope, id) do nothing"
+          : `on conflict (scope, id) do update set ${revival("excluded.")}
+      where ${t}.expires_at <= excluded.handled_at`
+      }
       returning id`;
+}
+
+/** The SET list that makes a row pending anew, from the new values: `excluded.` columns, or SQL per column. */
+function revival(from: string | Record<string, string>): string {
+  const v = (column: string) => (typeof from === "string" ? `${from}${column}` : (from[column] as string));
+  return `state = 'pending', token = null, expires_at = ${v("expires_at")},
+        handled_at = ${v("handled_at")}, body = ${v("body")}, type = ${v("type")}, created_at = ${v("created_at")},
+        received_at = ${v("received_at")}, attempts = 0, next_at = ${v("next_at")}, last_error = null,
+        lease_until = null, trace_context = ${v("trace_context")}`;
+}
+
+/**
+ * What a new event's id met (see {@link KeepStatements.there}). Without `lockWait` the keep
+ * statement revived an expired row already: a read. With it, the expired row is revived here, in
+ * the same statement, so a copy still costs one statement more; a row that is not expired is
+ * neither updated nor locked, and a running event's row lock is not waited for.
+ */
+function thereStatement(t: string, d: Dialect): string {
+  const text = (n: number) => d.param(n, "text");
+  const int = (n: number) => d.param(n, "int");
+  const found = `from ${t} where scope = ${text(1)} and id = ${text(2)}`;
+  if (!d.lockWait) return `select state, 0 as revived ${found}`;
+  const now = int(6);
+  const values = {
+    expires_at: d.never,
+    handled_at: d.at(now),
+    body: text(3),
+    type: text(4),
+    created_at: text(5),
+    received_at: now,
+    next_at: now,
+    trace_context: text(7),
+  };
+  return `with revived as (
+      update ${t} set ${revival(values)}
+      from ${d.lockWait(false)}
+      where scope = ${text(1)} and id = ${text(2)} and expires_at <= ${d.at(now)}
+      returning 1
+    )
+    select state, exists (select 1 from revived) as revived ${found}`;
 }

@@ -24,14 +24,12 @@ afterAll(async () => {
 const HANDLER_MS = 2500;
 
 describe.skipIf(!availability.available)("enqueue() beside a row a transaction holds (Postgres)", () => {
-  // Broken: with one event's attempt running (its handler 2.5 s), its copy and 16 new deliveries
-  // sent at once: 7, 10 and 9 of 17 answered 503 after the 1 s timeout in three runs (the copy and
-  // the new ones that shared its COMMIT, which waited for the attempt's row lock; the rest waited
-  // behind it), all kept all the same once the attempt ended. A fix must answer a copy of a row another transaction holds without waiting
-  // for it (a read of the row first, or ON CONFLICT DO NOTHING with the expired-row revival done
-  // apart, or `for update skip locked`/a lock_timeout on the group's statement and the held ids
-  // answered from a read), so the others of its COMMIT are answered 202 at once.
-  it.fails("a copy of an event whose attempt is running: 204 at once, and the deliveries of its COMMIT 202", async () => {
+  // Was broken: with one event's attempt running (its handler 2.5 s), its copy and 16 new
+  // deliveries sent at once: 7, 10 and 9 of 17 answered 503 after the 1 s timeout in three runs
+  // (the copy and the new ones that shared its COMMIT, which waited for the attempt's row lock; the
+  // rest waited behind it). Fixed: on Postgres the keep statement does nothing on a conflict (no
+  // row lock), and an expired row is revived apart, by the statement that reads what the id met.
+  it("a copy of an event whose attempt is running: 204 at once, and the deliveries of its COMMIT 202", async () => {
     const inbox = new PostgresInbox(database.pool(6), {
       scope: `copy-running-${randomUUID().slice(0, 8)}`,
       timeout: "1s",
@@ -61,11 +59,12 @@ describe.skipIf(!availability.available)("enqueue() beside a row a transaction h
     expect(replies.map((reply) => reply.status)).toEqual([204, ...fresh.map(() => 202)]);
   }, 30_000);
 
-  // Broken the same way: a copy of an id that handle() holds in its open transaction (its handler
-  // 2.5 s) is promised 409 at once; it and the new deliveries sent with it waited for that
-  // transaction: 17, 16 and 17 of 17 answered 503 after the 1 s timeout in three runs. (The lone
-  // INSERT sets no lock_timeout, unlike handle()'s claim, so even alone the copy is a 503, not 409.)
-  it.fails("a copy of an id handle() holds: 409 at once, and the deliveries of its COMMIT 202", async () => {
+  // Was broken the same way: a copy of an id that handle() holds in its open transaction (its
+  // handler 2.5 s) is promised 409; it and the new deliveries sent with it waited for that
+  // transaction: 17, 16 and 17 of 17 answered 503 after the 1 s timeout in three runs. Fixed: the
+  // keep statement's lock waits are bounded (one event's by lockTimeout, then 409; several's by
+  // 50 ms, then kept one by one), so the others of its COMMIT are 202.
+  it("a copy of an id handle() holds: 409 at once, and the deliveries of its COMMIT 202", async () => {
     const scope = `copy-handled-${randomUUID().slice(0, 8)}`;
     const inbox = new PostgresInbox(database.pool(6), { scope, timeout: "1s", lockTimeout: "500ms" });
     const handled = await adapterReceiver("fetch", {

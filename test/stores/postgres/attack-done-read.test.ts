@@ -1,6 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { PostgresInbox } from "flag-webhooks/postgres";
+import { createEvent } from "flag-webhooks/testing";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { adapterReceiver, closeReceivers, type Send } from "../../support/adapter-receivers.js";
 import { eventJson } from "../../support/deliveries.js";
@@ -85,15 +87,14 @@ describe.skipIf(!availability.available)("a copy while the first delivery's COMM
     expect({ copies, early2xx }).toEqual({ copies: 64, early2xx: 0 });
   }, 120_000);
 
-  // Broken (the page and the option's TSDoc): `lockTimeout` is "how long a copy waits for a copy
-  // in flight before 409", but the claim sets lock_timeout for the whole transaction, so every lock
-  // wait of the handler's own statements (and of deferred triggers at COMMIT) is cut at it: a
-  // handler that waits 800 ms for a row another transaction holds failed 5 of 5 times with
-  // lockTimeout 300 ms (500 handler_error, "canceling statement due to lock timeout"), where the
-  // page promises it only `statement_timeout` (`timeout`, 3 s here). A fix must give the handler
-  // back the session's lock_timeout once the id is claimed (or say on the page and in the TSDoc that
-  // lockTimeout bounds every lock wait in the transaction, the handler's included).
-  it.fails("a handler whose statement waits for a row lock shorter than timeout is not cut by lockTimeout", async () => {
+  // Was broken (the page and the option's TSDoc): `lockTimeout` is "how long a copy waits for a
+  // copy in flight before 409", but the claim set lock_timeout for the whole transaction, so every
+  // lock wait of the handler's own statements was cut at it: a handler that waits 800 ms for a row
+  // another transaction holds failed 5 of 5 times with lockTimeout 300 ms (500 handler_error,
+  // "canceling statement due to lock timeout"), where the page promises it only
+  // `statement_timeout` (`timeout`, 3 s here). Fixed: the claim statement sets lock_timeout back to
+  // the session's value once the id is claimed.
+  it("a handler whose statement waits for a row lock shorter than timeout is not cut by lockTimeout", async () => {
     await database.admin.query("insert into parents (id) values ('hot') on conflict do nothing");
     const inbox = new PostgresInbox(database.pool(4), { scope: "lock-wait", lockTimeout: "300ms", timeout: "3s" });
     const send = await adapterReceiver("Express", {
@@ -115,4 +116,21 @@ describe.skipIf(!availability.available)("a copy while the first delivery's COMM
     }
     expect(statuses).toEqual([204, 204, 204, 204, 204]);
   }, 60_000);
+
+  it("the handler's statements see the session's own lock_timeout, over pg and with order", async () => {
+    const pool = new pg.Pool({ connectionString: database.url, max: 3, options: "-c lock_timeout=4321" });
+    try {
+      for (const order of [false, true]) {
+        const seen: string[] = [];
+        const inbox = new PostgresInbox(pool, { scope: `session-lock-${order}`, lockTimeout: "300ms", order });
+        await inbox.migrate();
+        await inbox.handle(async (_event, tx) => {
+          seen.push((await tx.query("show lock_timeout")).rows[0].lock_timeout);
+        })(createEvent("flag.updated", { id: `evt_session_${randomUUID()}` }));
+        expect(seen).toEqual(["4321ms"]);
+      }
+    } finally {
+      await pool.end();
+    }
+  });
 });

@@ -910,7 +910,7 @@ describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
     const hanging: InboxClient<pg.PoolClient> = {
       transaction: client.transaction,
       query: (text, params, tx) =>
-        tx && /with claim as/.test(text) ? new Promise(() => {}) : client.query(text, params, tx),
+        tx && / claim as \(/.test(text) ? new Promise(() => {}) : client.query(text, params, tx),
     };
     const inbox = new PostgresInbox(hanging, { scope: "claim-hangs", lockTimeout: 100, timeout: 300 });
     let ran = false;
