@@ -5,6 +5,7 @@
 // could fail at once with SQLITE_BUSY), and marked with a savepoint, so that COMMIT can see
 // whether the handler ended the inbox's transaction itself.
 import { withTimeout } from "../../util/timeout.js";
+import { busyTimeoutOf, lockWait } from "./busy-timeout.js";
 import { libsqlTx, syncTx } from "./nested.js";
 import { isBusy, pause, turnsOf } from "./turns.js";
 import type { SqliteAsyncClient, SqliteAsyncTransaction, SqliteConnection, SqliteRow } from "./types.js";
@@ -246,11 +247,6 @@ function readWithoutWaiting(connection: SyncShape, busyTimeout: () => number, re
   }
 }
 
-/** The busy_timeout in the row `pragma busy_timeout` gave, as each driver names its column. */
-function busyTimeoutOf(current: SqliteRow | undefined): number {
-  return Math.max(0, Math.floor(Number(current?.timeout ?? Object.values(current ?? {})[0] ?? 0)));
-}
-
 /**
  * Runs `step` (BEGIN IMMEDIATE, COMMIT, a read) with the connection's busy_timeout at 0, so a
  * lock held elsewhere fails at once (and is waited for in untilLocked, the event loop free); the
@@ -273,6 +269,9 @@ function withoutWaiting<T>(connection: SyncShape, previous: number, step: () => 
  * set to what is left of the deadline on the connection the transaction takes): a BEGIN that
  * fails with SQLITE_BUSY leaves libSQL's connection unusable ("SQL statements in progress") until
  * the failed statement is garbage-collected, so it must not fail while a wait can still succeed.
+ * The app's own busy_timeout, read first, is put back once BEGIN and COMMIT have waited, before
+ * the turn goes on: the handler's statements and the app's own wait by it, never by what was left
+ * of an inbox's deadline (a few ms after a delivery that waited for its turn).
  */
 export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
   const turns = turnsOf(client);
@@ -285,15 +284,20 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
     committed: () => undefined,
     async begin(deadline, expired) {
       const free = await turns.take(deadline, expired);
+      const wait = lockWait(client, local);
       let tx: SqliteAsyncTransaction;
       try {
         const left = Math.max(1, deadline - Date.now());
         // The client's connection is the one its next transaction takes.
-        if (local) await client.execute({ sql: `pragma busy_timeout = ${left}`, args: [] });
+        await wait.beforeBegin(left);
         tx = await withTimeout(client.transaction("write"), left, expired, (late) => {
-          void late.rollback().finally(() => late.close());
+          void wait
+            .putBack(late)
+            .then(() => late.rollback())
+            .finally(() => late.close());
         });
       } catch (error) {
+        await wait.putBack();
         free();
         throw error;
       }
@@ -305,10 +309,13 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
           await how();
         } finally {
           tx.close();
+          // Before the turn goes on, so the next transaction reads the app's value, not this wait.
+          await wait.putBack();
           free();
         }
       };
       try {
+        await wait.putBack(tx);
         await run(tx, `savepoint ${MARK}`);
       } catch (error) {
         await end(() => tx.rollback()).catch(() => {});
@@ -318,7 +325,7 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
         ...libsqlTx(tx, () => !ended),
         query: (sql, params) => run(tx, sql, params),
         run: async (sql, params) => void (await run(tx, sql, params)),
-        commit: () =>
+        commit: (commitBy) =>
           end(async () => {
             try {
               await run(tx, `release ${MARK}`);
@@ -326,6 +333,8 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
               await tx.rollback().catch(() => {});
               throw handlerEnded(error);
             }
+            // On a rollback journal COMMIT waits for the file's readers: no longer than the deadline.
+            await wait.beforeCommit(tx, Math.max(1, commitBy - Date.now()));
             await tx.commit();
           }),
         rollback: () => end(() => tx.rollback()).catch(() => {}),
