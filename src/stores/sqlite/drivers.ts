@@ -47,9 +47,16 @@ export interface InteractiveDriver {
   /**
    * One statement in a transaction of its own, committed before it resolves with its rows, where
    * no handler runs (keeping events, a worker's take and failure marks): the turn and the write
-   * lock are waited for until `deadline`, as by `begin`. Absent, `begin` and `commit` do it.
+   * lock are waited for until `deadline`, as by `begin`, and never tried once `bound` is
+   * abandoned (rejects with `expired()`). Absent, `begin` and `commit` do it.
    */
-  write?(sql: string, params: readonly Param[], deadline: number, expired: () => unknown): Promise<SqliteRow[]>;
+  write?(
+    sql: string,
+    params: readonly Param[],
+    deadline: number,
+    expired: () => unknown,
+    bound?: { abandoned(): boolean },
+  ): Promise<SqliteRow[]>;
 }
 
 /** The savepoint that marks the inbox's transaction; gone if the handler ended it. */
@@ -78,10 +85,18 @@ export function isAsyncClient(db: unknown): db is SqliteAsyncClient {
 /**
  * Tries BEGIN IMMEDIATE without waiting, again and again until `deadline`, pausing a few ms
  * between tries: a lock another process holds is waited for without blocking this process (a
- * synchronous driver's own busy_timeout would stop its event loop for as long as it waits).
+ * synchronous driver's own busy_timeout would stop its event loop for as long as it waits). No
+ * try once `bound` is abandoned: a synchronous attempt commits in the tick it starts, so a
+ * delivery answered 503 meanwhile is never kept after its answer.
  */
-async function untilLocked<T>(attempt: () => T | Promise<T>, deadline: number, expired: () => unknown): Promise<T> {
+async function untilLocked<T>(
+  attempt: () => T | Promise<T>,
+  deadline: number,
+  expired: () => unknown,
+  bound?: { abandoned(): boolean },
+): Promise<T> {
   for (let wait = 1; ; wait = Math.min(MOST_PAUSE, wait * 2)) {
+    if (bound?.abandoned()) throw expired();
     try {
       return await attempt();
     } catch (error) {
@@ -112,10 +127,10 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
   return {
     committed: (sql, params) =>
       turns.free ? readWithoutWaiting(connection, busyTimeout, () => statement(sql).all(...params)) : undefined,
-    write: async (sql, params, deadline, expired) => {
+    write: async (sql, params, deadline, expired, bound) => {
       const transaction = () => inOne(connection, statement, busyTimeout(), () => statement(sql).all(...params));
       const free = await turns.take(deadline, expired);
-      return untilLocked(transaction, deadline, expired).finally(free);
+      return untilLocked(transaction, deadline, expired, bound).finally(free);
     },
     async begin(deadline, expired) {
       const free = await turns.take(deadline, expired);
