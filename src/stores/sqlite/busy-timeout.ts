@@ -25,16 +25,14 @@ export async function setBusyTimeout(on: Executes, ms: number): Promise<void> {
   await on.execute({ sql: `pragma busy_timeout = ${Math.max(0, Math.floor(ms))}`, args: [] });
 }
 
-/** The inbox's wait on one transaction's connection of a libSQL client, and the app's value put back. */
+/** The inbox's wait for the lock on one transaction's connection of a libSQL client, and the app's value put back. */
 export interface LockWait {
   /** Reads the app's busy_timeout, then sets `ms` on the connection the client's next transaction takes. */
   beforeBegin(ms: number): Promise<void>;
-  /** Sets `ms` on the transaction's connection, for its COMMIT. */
-  beforeCommit(on: Executes, ms: number): Promise<void>;
   /**
-   * Puts the app's value back: on `on` (a transaction, still open), or, while the inbox's wait may
-   * still be set, through the client, whose next call takes the connection the transaction (or a
-   * failed BEGIN) gave back to its pool. Never rejects.
+   * Puts the app's value back: on `on` (a transaction that began too late, still open), or, while
+   * the inbox's wait is set, through the client, whose next call takes the connection the
+   * transaction (or a failed BEGIN) gave back to its pool. Never rejects.
    */
   putBack(on?: Executes): Promise<void>;
 }
@@ -52,11 +50,6 @@ export function lockWait(client: Executes, local: boolean): LockWait {
       previous = await readBusyTimeout(client);
       waiting = true;
       await setBusyTimeout(client, ms);
-    },
-    async beforeCommit(on, ms) {
-      if (!local) return;
-      waiting = true;
-      await setBusyTimeout(on, ms);
     },
     async putBack(on) {
       if (previous === undefined || !(on || waiting)) return;

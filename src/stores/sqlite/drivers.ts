@@ -284,9 +284,10 @@ function withoutWaiting<T>(connection: SyncShape, previous: number, step: () => 
  * set to what is left of the deadline on the connection the transaction takes): a BEGIN that
  * fails with SQLITE_BUSY leaves libSQL's connection unusable ("SQL statements in progress") until
  * the failed statement is garbage-collected, so it must not fail while a wait can still succeed.
- * The app's own busy_timeout, read first, is put back once BEGIN and COMMIT have waited, before
- * the turn goes on: the handler's statements and the app's own wait by it, never by what was left
- * of an inbox's deadline (a few ms after a delivery that waited for its turn).
+ * The app's own busy_timeout, read first, is put back once the transaction ended, before the turn
+ * goes on: the app's statements after it wait by it, never by what was left of an inbox's deadline
+ * (a few ms after a delivery that waited for its turn). Inside the transaction the write lock is
+ * held already; only COMMIT may wait (for a rollback journal's readers), by what was left.
  */
 export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
   const turns = turnsOf(client);
@@ -330,7 +331,6 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
         }
       };
       try {
-        await wait.putBack(tx);
         await run(tx, `savepoint ${MARK}`);
       } catch (error) {
         await end(() => tx.rollback()).catch(() => {});
@@ -340,7 +340,7 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
         ...libsqlTx(tx, () => !ended),
         query: (sql, params) => run(tx, sql, params),
         run: async (sql, params) => void (await run(tx, sql, params)),
-        commit: (commitBy) =>
+        commit: () =>
           end(async () => {
             try {
               await run(tx, `release ${MARK}`);
@@ -348,8 +348,6 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
               await tx.rollback().catch(() => {});
               throw handlerEnded(error);
             }
-            // On a rollback journal COMMIT waits for the file's readers: no longer than the deadline.
-            await wait.beforeCommit(tx, Math.max(1, commitBy - Date.now()));
             await tx.commit();
           }),
         rollback: () => end(() => tx.rollback()).catch(() => {}),
