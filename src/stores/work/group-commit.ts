@@ -88,7 +88,7 @@ interface Waiting<T, R> {
   reject(error: unknown): void;
 }
 
-/** What a delivery answered before its COMMIT began is told, if anything listens still. */
+/** The rejection of a delivery taken out before its COMMIT began: its 503 has left already. */
 const answered = () => new Error("flag-webhooks: the delivery was answered before its COMMIT began");
 
 /**
