@@ -5,6 +5,7 @@
 // could fail at once with SQLITE_BUSY), and marked with a savepoint, so that COMMIT can see
 // whether the handler ended the inbox's transaction itself.
 import { withTimeout } from "../../util/timeout.js";
+import { busyTimeoutOf, lockWait } from "./busy-timeout.js";
 import { libsqlTx, syncTx } from "./nested.js";
 import { isBusy, pause, turnsOf } from "./turns.js";
 import type { SqliteAsyncClient, SqliteAsyncTransaction, SqliteConnection, SqliteRow } from "./types.js";
@@ -46,9 +47,16 @@ export interface InteractiveDriver {
   /**
    * One statement in a transaction of its own, committed before it resolves with its rows, where
    * no handler runs (keeping events, a worker's take and failure marks): the turn and the write
-   * lock are waited for until `deadline`, as by `begin`. Absent, `begin` and `commit` do it.
+   * lock are waited for until `deadline`, as by `begin`, and never tried once `bound` is
+   * abandoned (rejects with `expired()`). Absent, `begin` and `commit` do it.
    */
-  write?(sql: string, params: readonly Param[], deadline: number, expired: () => unknown): Promise<SqliteRow[]>;
+  write?(
+    sql: string,
+    params: readonly Param[],
+    deadline: number,
+    expired: () => unknown,
+    bound?: { abandoned(): boolean },
+  ): Promise<SqliteRow[]>;
 }
 
 /** The savepoint that marks the inbox's transaction; gone if the handler ended it. */
@@ -77,10 +85,18 @@ export function isAsyncClient(db: unknown): db is SqliteAsyncClient {
 /**
  * Tries BEGIN IMMEDIATE without waiting, again and again until `deadline`, pausing a few ms
  * between tries: a lock another process holds is waited for without blocking this process (a
- * synchronous driver's own busy_timeout would stop its event loop for as long as it waits).
+ * synchronous driver's own busy_timeout would stop its event loop for as long as it waits). No
+ * try once `bound` is abandoned: a synchronous attempt commits in the tick it starts, so a
+ * delivery answered 503 meanwhile is never kept after its answer.
  */
-async function untilLocked<T>(attempt: () => T | Promise<T>, deadline: number, expired: () => unknown): Promise<T> {
+async function untilLocked<T>(
+  attempt: () => T | Promise<T>,
+  deadline: number,
+  expired: () => unknown,
+  bound?: { abandoned(): boolean },
+): Promise<T> {
   for (let wait = 1; ; wait = Math.min(MOST_PAUSE, wait * 2)) {
+    if (bound?.abandoned()) throw expired();
     try {
       return await attempt();
     } catch (error) {
@@ -111,10 +127,10 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
   return {
     committed: (sql, params) =>
       turns.free ? readWithoutWaiting(connection, busyTimeout, () => statement(sql).all(...params)) : undefined,
-    write: async (sql, params, deadline, expired) => {
+    write: async (sql, params, deadline, expired, bound) => {
       const transaction = () => inOne(connection, statement, busyTimeout(), () => statement(sql).all(...params));
       const free = await turns.take(deadline, expired);
-      return untilLocked(transaction, deadline, expired).finally(free);
+      return untilLocked(transaction, deadline, expired, bound).finally(free);
     },
     async begin(deadline, expired) {
       const free = await turns.take(deadline, expired);
@@ -248,11 +264,6 @@ function readWithoutWaiting(connection: SyncShape, busyTimeout: () => number, re
   }
 }
 
-/** The busy_timeout in the row `pragma busy_timeout` gave, as each driver names its column. */
-function busyTimeoutOf(current: SqliteRow | undefined): number {
-  return Math.max(0, Math.floor(Number(current?.timeout ?? Object.values(current ?? {})[0] ?? 0)));
-}
-
 /**
  * Runs `step` (BEGIN IMMEDIATE, COMMIT, a read) with the connection's busy_timeout at 0, so a
  * lock held elsewhere fails at once (and is waited for in untilLocked, the event loop free); the
@@ -275,6 +286,10 @@ function withoutWaiting<T>(connection: SyncShape, previous: number, step: () => 
  * set to what is left of the deadline on the connection the transaction takes): a BEGIN that
  * fails with SQLITE_BUSY leaves libSQL's connection unusable ("SQL statements in progress") until
  * the failed statement is garbage-collected, so it must not fail while a wait can still succeed.
+ * The app's own busy_timeout, read first, is put back once the transaction ended, before the turn
+ * goes on: the app's statements after it wait by it, never by what was left of an inbox's deadline
+ * (a few ms after a delivery that waited for its turn). Inside the transaction the write lock is
+ * held already; only COMMIT may wait (for a rollback journal's readers), by what was left.
  */
 export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
   const turns = turnsOf(client);
@@ -287,15 +302,20 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
     committed: () => undefined,
     async begin(deadline, expired) {
       const free = await turns.take(deadline, expired);
+      const wait = lockWait(client, local);
       let tx: SqliteAsyncTransaction;
       try {
         const left = Math.max(1, deadline - Date.now());
         // The client's connection is the one its next transaction takes.
-        if (local) await client.execute({ sql: `pragma busy_timeout = ${left}`, args: [] });
+        await wait.beforeBegin(left);
         tx = await withTimeout(client.transaction("write"), left, expired, (late) => {
-          void late.rollback().finally(() => late.close());
+          void wait
+            .putBack(late)
+            .then(() => late.rollback())
+            .finally(() => late.close());
         });
       } catch (error) {
+        await wait.putBack();
         free();
         throw error;
       }
@@ -307,6 +327,8 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
           await how();
         } finally {
           tx.close();
+          // Before the turn goes on, so the next transaction reads the app's value, not this wait.
+          await wait.putBack();
           free();
         }
       };

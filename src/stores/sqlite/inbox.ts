@@ -108,7 +108,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     if (!this.#interactive) return;
     const [scope, retention, timeout, order] = [this.#scope, this.#retention, this.#timeout, this.#order];
     const settings = { name: "SQLite", scope, retention, timeout, now, order };
-    const transactions = { begin: () => this.#begin(), commit: (open: OpenTransaction) => this.#commit(open) };
+    const transactions = { begin: this.#begin.bind(this), commit: this.#commit.bind(this) };
     const keep = sqliteKeep(transactions, this.#interactive, timeout);
     this.keepWith(new Keep(keep, keepStatements(this.#table.quoted, SQLITE_DIALECT), settings));
   }
@@ -340,11 +340,11 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     return String(rows[0]?.state ?? "claimed");
   }
 
-  /** This connection's turn and the write lock, within `timeout`; 503 past it or on failure. */
-  async #begin(): Promise<OpenTransaction> {
+  /** This connection's turn and the write lock, by `deadline` (`timeout` from now); 503 past it or on failure. */
+  async #begin(deadline = Date.now() + this.#timeout): Promise<OpenTransaction> {
     const driver = this.#interactive as InteractiveDriver;
     try {
-      return await driver.begin(Date.now() + this.#timeout, () => turnExpired(this.#timeout));
+      return await driver.begin(deadline, () => turnExpired(this.#timeout));
     } catch (error) {
       throw unavailable(error);
     }
@@ -369,9 +369,9 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
    * the call rejects only once the transaction is over: a 503 never leaves while the COMMIT might
    * still land. The bound a moment later is for a COMMIT that never answers (a remote libSQL).
    */
-  #commit(open: OpenTransaction): Promise<void> {
+  #commit(open: OpenTransaction, by = Date.now() + this.#timeout): Promise<void> {
     const expired = () => new Error(`SQLite did not let the inbox commit within ${this.#timeout} ms`);
-    return withTimeout(open.commit(Date.now() + this.#timeout, expired), this.#timeout + COMMIT_GRACE, expired);
+    return withTimeout(open.commit(by, expired), Math.max(0, by - Date.now()) + COMMIT_GRACE, expired);
   }
 
   /** One write on its own, in a transaction of its own where the database has them. */

@@ -4,7 +4,7 @@
 // another, which holds the write lock while the handler runs, so no other connection, in any
 // process, takes or runs an event meanwhile: the attempts on one file run one at a time.
 import { unavailable } from "../inbox-shell.js";
-import type { HeldTransaction, KeepDatabase, KeepParam } from "../work/database.js";
+import type { HeldTransaction, KeepBound, KeepDatabase, KeepParam } from "../work/database.js";
 import { ARRIVAL_FIELDS, type Dialect, KEEP_COLUMNS } from "../work/statements.js";
 import type { InteractiveDriver, OpenTransaction, Param } from "./drivers.js";
 import { tableDefinition } from "./schema.js";
@@ -48,10 +48,13 @@ export function positional(sql: string, params: readonly KeepParam[]): { sql: st
   return { sql: statement.sql, params: statement.order.map((index) => params[index] ?? null) };
 }
 
-/** How the inbox lends keep-then-work its transactions: its turn and write lock, and its COMMIT. */
+/**
+ * How the inbox lends keep-then-work its transactions: its turn and write lock, and its COMMIT,
+ * each waited for until `deadline` (ms since the epoch; by default the inbox's `timeout` from now).
+ */
 export interface SqliteTransactions {
-  begin(): Promise<OpenTransaction>;
-  commit(open: OpenTransaction): Promise<void>;
+  begin(deadline?: number): Promise<OpenTransaction>;
+  commit(open: OpenTransaction, deadline?: number): Promise<void>;
 }
 
 /**
@@ -64,10 +67,12 @@ export function sqliteKeep(transactions: SqliteTransactions, driver: Interactive
     const statement = positional(sql, params);
     return open.query(statement.sql, statement.params);
   };
-  // A transaction with its first statement run; rolled back if that statement fails.
-  const opened = async (sql: string, params: readonly KeepParam[]) => {
-    const open = await transactions.begin();
+  // A transaction with its first statement run; rolled back if that statement fails, or if a
+  // delivery it keeps was answered while it waited for the lock.
+  const opened = async (sql: string, params: readonly KeepParam[], bound?: KeepBound) => {
+    const open = await transactions.begin(bound?.deadline);
     try {
+      if (bound?.abandoned()) throw turnExpired(timeout);
       return { open, rows: await inside(open, sql, params) };
     } catch (error) {
       await open.rollback();
@@ -77,18 +82,20 @@ export function sqliteKeep(transactions: SqliteTransactions, driver: Interactive
   return {
     // One writer: one attempt's transaction at a time.
     capacity: 1,
-    async query(sql, params) {
+    async query(sql, params, bound) {
       if (driver.write) {
         const statement = positional(sql, params);
+        const deadline = bound?.deadline ?? Date.now() + timeout;
         try {
-          return await driver.write(statement.sql, statement.params, Date.now() + timeout, () => turnExpired(timeout));
+          // Synchronous: nothing commits once the bound is abandoned (its 503 is exact).
+          return await driver.write(statement.sql, statement.params, deadline, () => turnExpired(timeout), bound);
         } catch (error) {
           // No handler runs in it: whatever failed is the store, as when a transaction cannot begin.
           throw unavailable(error, "SQLite");
         }
       }
-      const { open, rows } = await opened(sql, params);
-      await transactions.commit(open);
+      const { open, rows } = await opened(sql, params, bound);
+      await transactions.commit(open, bound?.deadline);
       return rows;
     },
     async begin(sql, params): Promise<HeldTransaction> {

@@ -34,6 +34,18 @@ export interface HeldTransaction {
   abandon(): Promise<void>;
 }
 
+/**
+ * The bound on a statement that keeps deliveries: its turn and lock are not waited for past
+ * `deadline`, and it must not begin (or, where the database can hold to it, commit) once one of
+ * its deliveries was answered 503 past its own bound: that answer says nothing was kept.
+ */
+export interface KeepBound {
+  /** ms since the epoch: the earliest deadline of the deliveries the statement keeps. */
+  readonly deadline: number;
+  /** Whether a delivery the statement keeps was answered already (past its bound). */
+  abandoned(): boolean;
+}
+
 /** A database, as keep-then-work uses it. */
 export interface KeepDatabase {
   /**
@@ -41,8 +53,12 @@ export interface KeepDatabase {
    * events at a time, so its attempts do not wait for one another's connections.
    */
   readonly capacity: number;
-  /** One statement, committed on its own. */
-  query(sql: string, params: readonly KeepParam[]): Promise<readonly KeepRow[]>;
+  /**
+   * One statement, committed on its own; `bound` for one that keeps deliveries, which a database
+   * that runs it synchronously (SQLite) holds to exactly: it waits no later than the deadline, and
+   * commits nothing once a delivery of it was answered.
+   */
+  query(sql: string, params: readonly KeepParam[], bound?: KeepBound): Promise<readonly KeepRow[]>;
   /**
    * A transaction of its own, whose first statement is `sql`; `flag`, the key of an ordered
    * event's flag when the inbox has `order`, for a database that reads its positions in that

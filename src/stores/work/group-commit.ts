@@ -3,7 +3,7 @@
 // while a COMMIT is in flight wait together, and the next COMMIT keeps them all in one statement;
 // each is then answered from its own row. There is no timer: an accept that finds nothing in
 // flight is committed at once, alone, and batches form only because a COMMIT takes time.
-import type { KeepDatabase, KeepParam, KeepRow } from "./database.js";
+import type { KeepBound, KeepDatabase, KeepParam, KeepRow } from "./database.js";
 import { ARRIVAL_FIELDS, type KeepStatements } from "./statements.js";
 
 /** One event to keep: the values of its row. */
@@ -27,12 +27,13 @@ export function arrivalParams(scope: string, a: Arrival): KeepParam[] {
   return [scope, a.id, a.body, a.type, a.created_at, a.received_at, a.trace];
 }
 
-/** Keeps `arrivals` in one COMMIT (one statement, so all or none): what each found, in order. */
+/** Keeps `arrivals` in one COMMIT (one statement, so all or none), within `bound`: what each found, in order. */
 export async function keepAll(
   db: KeepDatabase,
   sql: KeepStatements,
   scope: string,
   arrivals: readonly Arrival[],
+  bound?: KeepBound,
 ): Promise<Found[]> {
   // A second copy of an id in one COMMIT is not sent: one statement must not meet its own row.
   const first = new Map<string, Arrival>();
@@ -41,10 +42,10 @@ export async function keepAll(
   let rows: readonly KeepRow[];
   if (unique.length === 1) {
     const [a] = unique as [Arrival];
-    rows = await db.query(sql.insert, arrivalParams(scope, a));
+    rows = await db.query(sql.insert, arrivalParams(scope, a), bound);
   } else {
     const json = JSON.stringify(unique.map((a) => Object.fromEntries(ARRIVAL_FIELDS.map((f) => [f, a[f]]))));
-    rows = await db.query(sql.insertMany, [scope, json]);
+    rows = await db.query(sql.insertMany, [scope, json], bound);
   }
   const kept = new Set(rows.map((row) => String(row.id)));
   return arrivals.map((arrival) => {
@@ -53,36 +54,78 @@ export async function keepAll(
   });
 }
 
+/**
+ * A bound on keeping (see KeepBound): a delivery's, from its start, or a COMMIT's of several
+ * (the earliest deadline, abandoned once any delivery of it is). `abandon()` once its answer left.
+ */
+export class Bound implements KeepBound {
+  #abandoned = false;
+
+  constructor(
+    readonly deadline: number,
+    private readonly of: readonly KeepBound[] = [],
+  ) {}
+
+  /** A delivery's bound: `ms` from now. */
+  static within(ms: number): Bound {
+    return new Bound(Date.now() + ms);
+  }
+
+  /** The bound of one COMMIT keeping the deliveries of `bounds`. */
+  static all(bounds: readonly KeepBound[]): Bound {
+    return new Bound(Math.min(...bounds.map((bound) => bound.deadline)), bounds);
+  }
+
+  abandoned(): boolean {
+    return this.#abandoned || this.of.some((bound) => bound.abandoned());
+  }
+
+  /** Its answer left (a 503 past the bound): nothing of it may commit from now on. */
+  abandon(): void {
+    this.#abandoned = true;
+  }
+}
+
 interface Waiting<T, R> {
   item: T;
+  bound: KeepBound;
   resolve(result: R): void;
   reject(error: unknown): void;
 }
 
+/** The rejection of a delivery taken out before its COMMIT began: its 503 has left already. */
+const answered = () => new Error("flag-webhooks: the delivery was answered before its COMMIT began");
+
 /**
  * One COMMIT in flight at a time; what arrives meanwhile waits, and goes in the next one (at most
  * `most` at once). A failed COMMIT of several is tried again one item at a time, so an item is
- * rejected only when its own COMMIT fails: none of it was kept.
+ * rejected only when its own COMMIT fails: none of it was kept. An item whose bound was abandoned
+ * (its delivery answered 503) while it waited is taken out, never sent: that 503 stays true.
  */
 export class GroupCommit<T, R> {
   readonly #waiting: Waiting<T, R>[] = [];
   #flying = false;
 
   constructor(
-    private readonly commit: (items: readonly T[]) => Promise<readonly R[]>,
+    private readonly commit: (items: readonly T[], bound: Bound) => Promise<readonly R[]>,
     private readonly most: number,
   ) {}
 
-  /** Resolves with `item`'s own result once the COMMIT that held it ended. */
-  add(item: T): Promise<R> {
+  /** Resolves with `item`'s own result once the COMMIT that held it ended; `bound` is its delivery's. */
+  add(item: T, bound: KeepBound): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      this.#waiting.push({ item, resolve, reject });
+      this.#waiting.push({ item, bound, resolve, reject });
       if (!this.#flying) this.#next();
     });
   }
 
   #next(): void {
-    const batch = this.#waiting.splice(0, this.most);
+    const batch: Waiting<T, R>[] = [];
+    while (batch.length < this.most && this.#waiting.length > 0) {
+      const waiting = this.#waiting.shift() as Waiting<T, R>;
+      if (waiting.bound.abandoned()) waiting.reject(answered());
+      else batch.push(waiting);
+    }
     if (batch.length === 0) return;
     this.#flying = true;
     const done = () => {
@@ -91,7 +134,10 @@ export class GroupCommit<T, R> {
     };
     let committed: Promise<readonly R[]>;
     try {
-      committed = this.commit(batch.map((waiting) => waiting.item));
+      committed = this.commit(
+        batch.map((waiting) => waiting.item),
+        Bound.all(batch.map((waiting) => waiting.bound)),
+      );
     } catch (error) {
       committed = Promise.reject(error);
     }
@@ -119,7 +165,8 @@ export class GroupCommit<T, R> {
 
   async #alone(waiting: Waiting<T, R>): Promise<void> {
     try {
-      const [result] = await this.commit([waiting.item]);
+      if (waiting.bound.abandoned()) throw answered();
+      const [result] = await this.commit([waiting.item], Bound.all([waiting.bound]));
       waiting.resolve(result as R);
     } catch (error) {
       waiting.reject(error);

@@ -13,7 +13,7 @@ import type { TransactionOrder } from "../order/in-transaction.js";
 import { type Ground, type Plan, take } from "./attempt.js";
 import { countsOf } from "./counts.js";
 import type { KeepDatabase, KeepRow } from "./database.js";
-import { type Arrival, arrivalParams, GroupCommit, keepAll } from "./group-commit.js";
+import { type Arrival, arrivalParams, Bound, GroupCommit, keepAll } from "./group-commit.js";
 import { scheduleOf } from "./schedule.js";
 import type { KeepStatements } from "./statements.js";
 import { type InboxState, received } from "./states.js";
@@ -75,7 +75,11 @@ export class Keep {
     const telemetry = telemetryOf(options);
     const most = groupCommitOf(options.groupCommit);
     const { db, sql } = this.#ground;
-    const commit = (arrivals: readonly Arrival[]) => this.#bounded(keepAll(db, sql, this.settings.scope, arrivals));
+    // A group's COMMIT holds its place while its statement may still commit, up to twice the bound:
+    // the deliveries queued behind it are answered at their own bound and taken out, never sent; a
+    // database that never answers gives the place to later deliveries after that.
+    const commit = (arrivals: readonly Arrival[], bound: Bound) =>
+      this.#bounded(keepAll(db, sql, this.settings.scope, arrivals, bound), bound, 2 * this.settings.timeout);
     const group = most === false ? undefined : new GroupCommit(commit, most);
     const handler = async (event: WebhookEvent): Promise<unknown> => {
       // Read in the delivery's context, where the receiver runs onEvent: its span is the parent.
@@ -89,10 +93,10 @@ export class Keep {
         received_at: this.settings.now(),
         trace,
       };
-      const found = await this.#store(
-        () => (group ? group.add(arrival) : commit([arrival]).then(([one]) => one)),
-        event.id,
-      );
+      // Its 503 past the bound abandons it: taken out of the group's queue, and SQLite commits nothing of it.
+      const bound = Bound.within(this.settings.timeout);
+      const kept = () => (group ? group.add(arrival, bound) : commit([arrival], bound).then(([one]) => one));
+      const found = await this.#store(kept, event.id, bound);
       // A copy of an event kept by the same COMMIT: a duplicate, as any later copy would be.
       if (found === "copy") return duplicateReply();
       if (found === "there") {
@@ -188,19 +192,23 @@ export class Keep {
     return rows.length;
   }
 
-  /** A step bounded by the inbox's timeout. */
-  #bounded<T>(step: Promise<T>): Promise<T> {
-    const { name, timeout } = this.settings;
-    return withTimeout(step, timeout, () => new Error(`${name} did not answer within ${timeout} ms`));
+  /** A step bounded by the inbox's timeout (or `ms`); past it, `bound` (what the step keeps) is abandoned. */
+  #bounded<T>(step: Promise<T>, bound?: Bound, ms = this.settings.timeout): Promise<T> {
+    const { name } = this.settings;
+    return withTimeout(step, ms, () => {
+      bound?.abandon();
+      return new Error(`${name} did not answer within ${ms} ms`);
+    });
   }
 
   /**
-   * A step of the receiving side for `eventId`: bounded by the inbox's timeout, a 409 when it gave
-   * up waiting for the event's row held by another transaction, and a 503 when it fails.
+   * A step of the receiving side for `eventId`: bounded by the inbox's timeout (past it, `bound`
+   * is abandoned), a 409 when it gave up waiting for the event's row held by another transaction,
+   * and a 503 when it fails.
    */
-  async #store<T>(step: () => Promise<T>, eventId: string): Promise<T> {
+  async #store<T>(step: () => Promise<T>, eventId: string, bound?: Bound): Promise<T> {
     try {
-      return await this.#bounded(step());
+      return await this.#bounded(step(), bound);
     } catch (error) {
       if (this.#ground.db.held?.(error)) throw inProgress(eventId);
       throw unavailable(error, this.settings.name);

@@ -86,9 +86,9 @@ describe.each(["wal", "delete"] as const)("SQLite one-step write, journal_mode=%
     expect(statuses).toEqual(ids.map(() => 503));
     expect(busyTimeout(db)).toBe(APP_BUSY_TIMEOUT);
     other.exec("rollback");
-    // The sender's retries: each id kept once (a 202, or a 204 for one kept late, see attack-timeout-kept).
+    // The sender's retries: each id kept once, and now, since nothing of a 503 was kept: each a 202.
     const again = await Promise.all(ids.map((id) => statusOf(keep(eventOf(id)))));
-    for (const status of again) expect([202, 204]).toContain(status);
+    expect(again).toEqual(ids.map(() => 202));
     expect(committedIds(file).sort()).toEqual([...ids].sort());
     expect(busyTimeout(db)).toBe(APP_BUSY_TIMEOUT);
   });
@@ -129,15 +129,11 @@ describe.each(["wal", "delete"] as const)("SQLite one-step write, journal_mode=%
 });
 
 describe("SQLite over @libsql/client (a local file): the app's busy_timeout", () => {
-  // Broken: the async driver sets the client's busy_timeout to what is left of the inbox's
-  // deadline before each transaction (so SQLite waits for a lock no longer than the inbox may),
-  // and never puts the app's back: after one enqueue() the app's 3210 ms read 5000, after
-  // migrate() 4999; after an enqueue() that waited 950 ms for the inbox's turn (a handle() in
-  // flight, timeout 1 s) it read 57 ms: what was left, and the app's own writes on that connection
-  // then give up on a lock after 57 ms instead of 3.2 s. A fix must put the app's own value back on the connection once the transaction has
-  // begun (read it first, as the synchronous driver does), or set it only on the transaction's
-  // connection and restore it there before the connection goes back to the client's pool.
-  it.fails("after migrate(), enqueue(), handle() and a worker's attempt, the app's busy_timeout is its own again", async () => {
+  // The async driver sets the client's busy_timeout to what is left of the inbox's deadline for
+  // BEGIN and COMMIT (so SQLite waits for a lock no longer than the inbox may) and puts the app's
+  // own back after each: before, the app's 3210 ms read 5000 after one enqueue(), and 57 ms after
+  // one that waited 950 ms for its turn, and the app's own writes then gave up on a lock that soon.
+  it("after migrate(), enqueue(), handle() and a worker's attempt, the app's busy_timeout is its own again", async () => {
     const client = createClient({ url: `file:${databaseFile()}` });
     try {
       const setting = async () => Number((await client.execute("pragma busy_timeout")).rows[0]?.timeout);
@@ -157,6 +153,36 @@ describe("SQLite over @libsql/client (a local file): the app's busy_timeout", ()
       expect(seen).toEqual([APP_BUSY_TIMEOUT, APP_BUSY_TIMEOUT, APP_BUSY_TIMEOUT, APP_BUSY_TIMEOUT]);
     } finally {
       client.close();
+    }
+  });
+
+  it("after an enqueue() that waited for its turn, and after one refused the lock: the app's own again", async () => {
+    const file = databaseFile();
+    const client = createClient({ url: `file:${file}` });
+    const other = createClient({ url: `file:${file}` });
+    try {
+      const setting = async () => Number((await client.execute("pragma busy_timeout")).rows[0]?.timeout);
+      await client.execute(`pragma busy_timeout = ${APP_BUSY_TIMEOUT}`);
+      const inbox = new SqliteInbox(client, { scope: "libsql-busy", timeout: "1s" });
+      await inbox.migrate();
+      const keep = inbox.enqueue();
+      // A handle() holding the turn while an enqueue() waits for it: the enqueue() leaves the
+      // app's busy_timeout, not what was left of its own deadline.
+      const handled = statusOf(inbox.handle(() => sleep(300))(eventOf(newId())));
+      const waited = statusOf(keep(eventOf(newId())));
+      expect([await handled, await waited]).toEqual([204, 202]);
+      expect(await setting()).toBe(APP_BUSY_TIMEOUT);
+      // Another client holding the write lock past the timeout: 503, and the app's own again (the
+      // connection whose BEGIN failed then refuses savepoints until libSQL's failed statement is
+      // garbage-collected, as docs/sqlite.md says: the next deliveries are not asserted here).
+      const holder = await other.transaction("write");
+      const refused = await statusOf(keep(eventOf(newId())));
+      await holder.rollback();
+      expect(refused).toBe(503);
+      expect(await setting()).toBe(APP_BUSY_TIMEOUT);
+    } finally {
+      client.close();
+      other.close();
     }
   });
 });
