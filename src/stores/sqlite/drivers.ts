@@ -204,15 +204,20 @@ function preparedOn(connection: SyncShape): (sql: string) => ReturnType<SyncShap
 }
 
 /**
- * `step` (one statement) committed on its own, for a driver's `write`, with the busy_timeout at 0
- * (`previous` put back after), to be tried again while the lock is held elsewhere: a lock is never
- * waited for with the event loop stopped. Nothing can run between the statements here (no await),
- * so no handler can end the transaction: it needs no savepoint (that mark is for a handler).
- * When the connection says no transaction is open, the statement runs on its own (SQLite commits
- * it as it ends, all or nothing: a write that meets a lock held elsewhere, at its start or at its
- * COMMIT, is rolled back whole); otherwise, or when the connection cannot say, it is wrapped in
- * BEGIN IMMEDIATE and COMMIT, which fails inside a transaction the app left open, where a lone
- * statement would join that transaction and not be committed before its answer.
+ * `step` (one statement) in a transaction of its own, committed, for a driver's `write`, with the
+ * busy_timeout at 0 (`previous` put back after), to be tried again while the lock is held
+ * elsewhere: a lock is never waited for with the event loop stopped. BEGIN IMMEDIATE, the statement
+ * and COMMIT run at once, with no await between them, so nothing can run inside this
+ * transaction, or end it: it needs no savepoint to be checked at COMMIT (that mark is for a
+ * handler, which may), and the busy_timeout is set to 0 once around all three rather than around
+ * each. A lock held elsewhere (BUSY at BEGIN, or at a rollback journal's COMMIT) rolls it all
+ * back, to be tried again whole. A BEGIN that fails rolls nothing back. BEGIN rather than a statement on its own: inside a
+ * transaction the app left open it fails, where a lone statement would join that transaction
+ * and not be committed before its answer; and never a lone statement even with no transaction
+ * open: while an app's write statement is still being stepped (node:sqlite allows it), SQLite
+ * defers a lone statement's commit to that statement's end, where an explicit COMMIT fails. The
+ * busy_timeout is set by `exec`, not by a prepared `pragma`: SQLite applies that pragma when it is
+ * prepared, so a prepared one that then failed to run would leave the app's value at 0.
  */
 function inOne(
   connection: SyncShape,
@@ -220,35 +225,32 @@ function inOne(
   previous: number,
   step: () => SqliteRow[],
 ): SqliteRow[] {
-  const waitNot = () => previous !== 0 && statement("pragma busy_timeout = 0").run();
-  const waitAgain = () => previous !== 0 && statement(`pragma busy_timeout = ${previous}`).run();
-  const alone = openTransaction(connection) === false;
-  waitNot();
-  try {
-    if (alone) return step();
-    statement("begin immediate").run();
+  // The busy_timeout set to 0 and back in the same call as BEGIN and as COMMIT (one exec each),
+  // rather than on its own around each.
+  const restore = () => connection.exec(`pragma busy_timeout = ${previous}`);
+  if (previous === 0) statement("begin immediate").run();
+  else {
     try {
-      const rows = step();
-      statement("commit").run();
-      return rows;
+      connection.exec("pragma busy_timeout = 0; begin immediate");
     } catch (error) {
-      try {
-        connection.exec("rollback");
-      } catch {
-        // SQLite already rolled back (an I/O error, a full disk): nothing is open.
-      }
+      restore();
       throw error;
     }
-  } finally {
-    waitAgain();
   }
-}
-
-/** Whether a transaction is open on `connection`, as better-sqlite3, bun:sqlite and node:sqlite say; undefined when it cannot say. */
-function openTransaction(connection: SyncShape): boolean | undefined {
-  const c = connection as { inTransaction?: unknown; isTransaction?: unknown };
-  const open = c.inTransaction ?? c.isTransaction;
-  return typeof open === "boolean" ? open : undefined;
+  try {
+    const rows = step();
+    if (previous === 0) statement("commit").run();
+    else connection.exec(`commit; pragma busy_timeout = ${previous}`);
+    return rows;
+  } catch (error) {
+    try {
+      connection.exec("rollback");
+    } catch {
+      // SQLite already rolled back (an I/O error, a full disk): nothing is open.
+    }
+    if (previous !== 0) restore();
+    throw error;
+  }
 }
 
 /**
