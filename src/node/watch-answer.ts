@@ -3,7 +3,7 @@ import { isSuccess } from "../receiver/answers.js";
 import type { Accepted, Answer } from "../receiver/protocol.js";
 import { isThenable } from "../util/thenable.js";
 import { HeldWrites, tooLarge } from "./held-writes.js";
-import { callbackOf, checkChunk, checkReason, endAfterEnd, headersSent, writeAfterEnd } from "./refusals.js";
+import { callbackOf, checkChunk, checkEnd, checkReason, endAfterEnd, headersSent, writeAfterEnd } from "./refusals.js";
 import {
   giveBack,
   type HeaderMethod,
@@ -144,7 +144,11 @@ class AnswerWatch implements Watcher {
 
   write(res: ServerResponse, args: Args): boolean {
     if (this.#released) return passOn(res, this.#taken, "write", args) as boolean;
-    if (this.#holding && this.#over) return writeAfterEnd(res, args);
+    if (this.#holding && this.#over) {
+      // As Node's write: a chunk it refuses throws even after end, before the end is looked at.
+      checkChunk(args[0]);
+      return writeAfterEnd(res, args);
+    }
     const begins = !this.#holding && this.#begins();
     if (!this.#holding && !begins) return passOn(res, this.#taken, "write", args) as boolean;
     // A chunk Node refuses throws before anything is held, as Node throws before it writes.
@@ -171,7 +175,7 @@ class AnswerWatch implements Watcher {
       // The whole answer comes at once: the decision is asked for before any of it is held, and
       // when it waited for nothing (no store to commit, a claim marked done at once) the answer
       // leaves now, as it is or with the receiver's in its place, and is never held.
-      checkChunk(args[0]);
+      checkEnd(args);
       checkReason(res.statusMessage);
       this.#over = true;
       this.#fixed = res.statusCode;
@@ -192,7 +196,7 @@ class AnswerWatch implements Watcher {
       void this.#report(this.#fixed ?? res.statusCode);
       return result;
     }
-    checkChunk(args[0]);
+    checkEnd(args);
     if (!this.#held?.fits(args)) {
       this.#tooLarge(res, args);
       return res;

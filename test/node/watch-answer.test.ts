@@ -11,7 +11,7 @@ import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
 import Koa from "koa";
 import { afterEach, describe, expect, it } from "vitest";
 import { delivery } from "../support/deliveries.js";
-import { attempt, exchange, post, serverPerTest, urlOf } from "../support/http.js";
+import { attempt, exchange, post, rawDelivery, serverPerTest, urlOf } from "../support/http.js";
 import { signal } from "../support/signal.js";
 
 // The held answer (node/watch-answer.ts) behaves, on the wire and to the code that writes it, as
@@ -22,14 +22,6 @@ import { signal } from "../support/signal.js";
 
 const SECRET = "watch-answer-secret";
 const serve = serverPerTest();
-
-/** One signed delivery as raw HTTP/1.1 bytes, with `extraHeaders` (each line ending in CRLF). */
-function rawDelivery(d: { body: string; headers: Record<string, string> }, extraHeaders = ""): string {
-  const head = Object.entries(d.headers)
-    .map(([name, value]) => `${name}: ${value}\r\n`)
-    .join("");
-  return `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\n${extraHeaders}content-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
-}
 
 /**
  * Two signed deliveries written back to back on one connection (pipelined, keep-alive), the
