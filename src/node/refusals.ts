@@ -38,11 +38,12 @@ export function checkEnd(args: Args): void {
 
 /**
  * The reason of a head Node would refuse (a character HTTP cannot carry), thrown where Node's
- * writeHead would throw it, since a held head reaches Node later. By hand, as checkChunk, so that
- * the Node adapters import no built-in.
+ * writeHead would throw it, since a held head reaches Node later. Read as Node reads it, as text:
+ * a `statusMessage` that is no string is checked by what it reads as (none reads "undefined",
+ * which passes). By hand, as checkChunk, so that the Node adapters import no built-in.
  */
 export function checkReason(reason: unknown): void {
-  if (typeof reason === "string" && /[^\t\x20-\x7e\x80-\xff]/.test(reason)) {
+  if (/[^\t\x20-\x7e\x80-\xff]/.test(String(reason))) {
     throw Object.assign(new TypeError("Invalid character in statusMessage"), { code: "ERR_INVALID_CHAR" });
   }
 }

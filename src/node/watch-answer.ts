@@ -108,7 +108,8 @@ class AnswerWatch implements Watcher {
       // headers go through Node's own setHeader now, as Node's writeHead sets them, and the head
       // held is the status and reason.
       const [status, reason, headers] = typeof args[1] === "string" ? args : [args[0], undefined, args[1]];
-      checkReason(reason);
+      // With no reason given, Node's writeHead checks the one set before (res.statusMessage).
+      checkReason(reason ?? res.statusMessage);
       if (headers && typeof headers === "object" && !Array.isArray(headers)) {
         for (const [name, value] of Object.entries(headers)) res.setHeader(name, value as string);
         this.#head = reason === undefined ? [status] : [status, reason];

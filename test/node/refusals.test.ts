@@ -25,25 +25,29 @@ interface Route {
   seen: string[];
 }
 
-/** The code of what `call` throws, or what it returns. */
+/** The code and message of what `call` throws (Node's value it received left out), or what it returns. */
 function outcome(call: () => unknown): string {
   try {
     return `returned ${String(call())}`;
   } catch (error) {
-    return `threw ${(error as NodeJS.ErrnoException).code}`;
+    const { code, message } = error as NodeJS.ErrnoException;
+    return `threw ${code}: ${message.split(". Received")[0]}`;
   }
 }
 
 /** Chunks Node's write refuses: not a string nor a Uint8Array (null with a code of its own). */
 const notChunks: unknown[] = [5, {}, true, () => {}, null, undefined];
+const notAChunk =
+  'threw ERR_INVALID_ARG_TYPE: The "chunk" argument must be of type string or an instance of Buffer or Uint8Array';
 const refusedChunks = [
-  "threw ERR_INVALID_ARG_TYPE",
-  "threw ERR_INVALID_ARG_TYPE",
-  "threw ERR_INVALID_ARG_TYPE",
-  "threw ERR_INVALID_ARG_TYPE",
-  "threw ERR_STREAM_NULL_VALUES",
-  "threw ERR_INVALID_ARG_TYPE",
+  notAChunk,
+  notAChunk,
+  notAChunk,
+  notAChunk,
+  "threw ERR_STREAM_NULL_VALUES: May not write null values to stream",
+  notAChunk,
 ];
+const badReason = "threw ERR_INVALID_CHAR: Invalid character in statusMessage";
 const write = (res: ServerResponse, ...args: unknown[]) => (res.write as (...args: unknown[]) => boolean)(...args);
 const end = (res: ServerResponse, ...args: unknown[]) => (res.end as (...args: unknown[]) => ServerResponse)(...args);
 
@@ -118,7 +122,7 @@ const routes: Route[] = [
       "returned true",
       "returned true",
       "returned true",
-      "threw ERR_INVALID_ARG_TYPE",
+      notAChunk,
       "returned true",
       ...Array(5).fill("error ERR_STREAM_WRITE_AFTER_END: write after end"),
       "write callback write after end",
@@ -133,7 +137,20 @@ const routes: Route[] = [
       }
       res.end("ok");
     },
-    seen: ["threw ERR_INVALID_CHAR", "threw ERR_INVALID_CHAR", "threw ERR_INVALID_CHAR", "returned 200"],
+    seen: [...Array(3).fill(badReason), "returned 200"],
+  },
+  {
+    name: "a statusMessage Node refuses (a string, or no string whose text it refuses), then a head with no reason, or end()",
+    route(res, seen) {
+      for (const reason of ["a\n", ["b\x7f"]]) {
+        res.statusMessage = reason as string;
+        seen.push(outcome(() => res.writeHead(200, { "content-type": "text/plain" }).statusCode));
+        seen.push(outcome(() => res.end("no")));
+      }
+      res.statusMessage = "Fine";
+      res.end("ok");
+    },
+    seen: Array(4).fill(badReason),
   },
 ];
 
