@@ -90,6 +90,18 @@ const routes: Route[] = [
     seen: ["ended"],
   },
   {
+    name: "an end() with what is no chunk (a number, an object), before and after a head: it throws at once, and a later end() leaves",
+    route(res, seen) {
+      res.statusCode = 200;
+      seen.push(outcome(() => end(res, 5)));
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.write("o");
+      seen.push(outcome(() => end(res, {})));
+      res.end("k");
+    },
+    seen: [notAChunk, notAChunk],
+  },
+  {
     name: "end(false), a falsy chunk Node writes nothing for",
     route(res, seen) {
       res.writeHead(200, { "content-type": "text/plain" });
