@@ -132,6 +132,14 @@ const writers: Writer[] = [
     },
   },
   {
+    name: "res.writeHead(200, headers) with the headers as an array of names and values: they leave with the head",
+    route: (seen) => (_req, res) => {
+      res.writeHead(200, ["x-a", "1", "content-type", "text/plain"]);
+      seen.push(`status ${res.statusCode}`);
+      res.end("ok");
+    },
+  },
+  {
     name: "res.writeHead(200, reason, headers): the reason and the headers leave with the head",
     route: (seen) => (_req, res) => {
       res.writeHead(200, "Fine", { "x-a": "1", "content-type": "text/plain" });
