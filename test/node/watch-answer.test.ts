@@ -621,3 +621,59 @@ describe("a held 2xx the receiver does not stand behind", () => {
     expect([first, retry, runs]).toEqual([0, 204, 2]);
   });
 });
+
+describe("a connection cut by the server's own code while the route works", () => {
+  it("a route that begins a non-2xx (never held) and then fails while its client listens: cut, and the retry runs the route again", async () => {
+    let runs = 0;
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, onError: () => {}, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      (_req, res, next) => {
+        runs++;
+        if (runs > 1) {
+          res.sendStatus(204);
+          return;
+        }
+        // The answer began (its head left at once), then Express's final handler cuts it.
+        res.status(500).write("partial");
+        next(new Error("failed mid-answer"));
+      },
+    );
+    const server = await serve(createServer(app));
+    const d = await delivery(SECRET);
+    const first = await attempt(urlOf(server), d);
+    const retry = await attempt(urlOf(server), d);
+    expect([first, retry, runs]).toEqual([0, 204, 2]);
+  });
+
+  it("a route that cuts its connection before writing anything, and works on: its claim stands until it ends, a retry meanwhile is 409", async () => {
+    let runs = 0;
+    const { fired: cut, fire: cutIt } = signal();
+    const { fired: finish, fire: release } = signal();
+    const { fired: ended, fire: end } = signal();
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      async (req, res) => {
+        runs++;
+        res.once("close", cutIt);
+        // A second run (the fault) ends the first at once, so the count below fails rather than the test hanging.
+        if (runs > 1) release();
+        else req.socket.destroy();
+        await finish;
+        res.sendStatus(204);
+        end();
+      },
+    );
+    const server = await serve(createServer(app));
+    const d = await delivery(SECRET);
+    expect(await attempt(urlOf(server), d)).toBe(0);
+    await cut;
+    const retry = await attempt(urlOf(server), d);
+    release();
+    await ended;
+    expect([retry, runs]).toEqual([409, 1]);
+  });
+});
