@@ -103,11 +103,13 @@ class AnswerWatch implements Watcher {
   writeHead(res: ServerResponse, args: Args): ServerResponse {
     if (this.#released) return passOn(res, this.#taken, "writeHead", args) as ServerResponse;
     if (this.#holding) throw headersSent("write");
-    if (!this.#over && this.#fixed === undefined && Number.isInteger(args[0]) && this.#holds(args[0])) {
+    // Node reads the status as a number (`statusCode |= 0`): "200" or 200.5 is a 200, held as one.
+    const status = (args[0] as number) | 0;
+    if (!this.#over && this.#fixed === undefined && this.#holds(status)) {
       // A head Node refuses throws before anything is held, as Node throws before it writes: its
       // headers go through Node's own setHeader now, as Node's writeHead sets them, and the head
       // held is the status and reason.
-      const [status, reason, headers] = typeof args[1] === "string" ? args : [args[0], undefined, args[1]];
+      const [, reason, headers] = typeof args[1] === "string" ? args : [args[0], undefined, args[1]];
       // With no reason given, Node's writeHead checks the one set before (res.statusMessage).
       checkReason(reason ?? res.statusMessage);
       if (headers && typeof headers === "object" && !Array.isArray(headers)) {
@@ -116,9 +118,9 @@ class AnswerWatch implements Watcher {
       } else {
         this.#head = args;
       }
-      this.#hold(status as number);
-      // As Node's writeHead does: the code that wrote it reads the status it wrote.
-      res.statusCode = args[0] as number;
+      this.#hold(status);
+      // As Node's writeHead does: the code that wrote it reads the status it wrote, as Node's number.
+      res.statusCode = status;
       return res;
     }
     const result = passOn(res, this.#taken, "writeHead", args) as ServerResponse;

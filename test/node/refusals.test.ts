@@ -101,6 +101,29 @@ const routes: Route[] = [
     },
     seen: [notAChunk, notAChunk],
   },
+  ...["200", 200.5].map(
+    (status): Route => ({
+      name: `a head whose status is no integer but reads as one to Node (${JSON.stringify(status)}): held as the 2xx it is, its status read back as Node's number`,
+      route(res, seen) {
+        res.writeHead(status as number, { "content-type": "text/plain" });
+        seen.push(`status ${res.statusCode} ${typeof res.statusCode}`);
+        res.end("ok");
+      },
+      seen: ["status 200 number"],
+    }),
+  ),
+  {
+    name: 'a head whose status Node refuses ("abc", 99): it throws at once, and a good head after it leaves',
+    route(res, seen) {
+      for (const status of ["abc", 99]) seen.push(outcome(() => res.writeHead(status as number)));
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.end("ok");
+    },
+    seen: [
+      "threw ERR_HTTP_INVALID_STATUS_CODE: Invalid status code: abc",
+      "threw ERR_HTTP_INVALID_STATUS_CODE: Invalid status code: 99",
+    ],
+  },
   {
     name: "end(false), a falsy chunk Node writes nothing for",
     route(res, seen) {
