@@ -192,10 +192,11 @@ const writers: Writer[] = [
     },
   },
   {
-    name: "res.flushHeaders(), then the body",
-    route: () => (_req, res) => {
+    name: "res.flushHeaders(), then the body: the head reads as sent once flushed",
+    route: (seen) => (_req, res) => {
       res.status(200);
       res.flushHeaders();
+      seen.push(`sent ${res.headersSent}`);
       res.end("ok");
     },
   },
