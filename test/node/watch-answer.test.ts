@@ -140,6 +140,16 @@ const writers: Writer[] = [
     },
   },
   {
+    name: "res.statusCode changed after a write began the answer: the status that began it leaves",
+    route: (seen) => (_req, res) => {
+      res.statusCode = 200;
+      res.write("a");
+      res.statusCode = 500;
+      res.end("b");
+      seen.push(`status ${res.statusCode}`);
+    },
+  },
+  {
     name: "res.writeHead(200, reason, headers): the reason and the headers leave with the head",
     route: (seen) => (_req, res) => {
       res.writeHead(200, "Fine", { "x-a": "1", "content-type": "text/plain" });
