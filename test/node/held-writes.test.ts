@@ -206,13 +206,18 @@ describe.each(Object.entries(hosts))("on %s, a held 2xx streamed with pipeline()
         // Twice as many hex characters as bytes: the bound is on the bytes that leave, not the text.
         res.write("61".repeat(MAX_HELD_BYTES), "hex");
         if (runs === 1) res.end();
-        else res.write("b", (error) => void codes.push((error as { code?: unknown } | null)?.code, error?.message));
+        // Refused as a socket refuses a write it will not take: false, and the error to its callback.
+        else
+          codes.push(
+            res.write("b", (error) => void codes.push((error as { code?: unknown } | null)?.code, error?.message)),
+          );
       }),
     );
     const reply = await post(server, await delivery(SECRET));
     expect([reply.status, reply.text.length]).toEqual([200, MAX_HELD_BYTES]);
     expect(await attempt(urlOf(server), await delivery(SECRET))).toBe(0);
     expect(codes).toEqual([
+      false,
       "ERR_HELD_ANSWER_TOO_LARGE",
       "flag-webhooks: the body of a held 2xx passed 1 MiB, so the answer was cut: answer a webhook with a small body",
     ]);

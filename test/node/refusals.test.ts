@@ -125,6 +125,26 @@ const routes: Route[] = [
     ],
   },
   {
+    name: "writes after an end() that began the answer (no head before it): refused as after any end",
+    route(res, seen) {
+      res.on("error", (error: NodeJS.ErrnoException) => seen.push(`error ${error.code}`));
+      res.statusCode = 200;
+      res.end("ok");
+      seen.push(outcome(() => res.write("a")));
+      seen.push(outcome(() => res.end("b") === res));
+    },
+    seen: ["returned false", "returned true", "error ERR_STREAM_WRITE_AFTER_END", "error ERR_STREAM_WRITE_AFTER_END"],
+  },
+  {
+    name: "a second head after a non-2xx one was written: Node's refusal, and the first head stands",
+    route(res, seen) {
+      res.writeHead(404, { "content-type": "text/plain" });
+      seen.push(outcome(() => res.writeHead(200)));
+      res.end("no");
+    },
+    seen: ["threw ERR_HTTP_HEADERS_SENT: Cannot write headers after they are sent to the client"],
+  },
+  {
     name: "end(false), a falsy chunk Node writes nothing for",
     route(res, seen) {
       res.writeHead(200, { "content-type": "text/plain" });
@@ -215,9 +235,10 @@ describe("a held 2xx refuses what Node's own response refuses, where Node would"
   it.each(routes)("$name", async (entry) => {
     const plain = await run(entry, false);
     const held = await run(entry, true);
-    expect(plain.wire).toMatch(/^HTTP\/1\.1 20[01] /);
+    expect(plain.wire).toMatch(/^HTTP\/1\.1 (20[01]|404) /);
     expect(plain.seen).toEqual([...entry.seen].sort());
-    expect(held.recordedAtFinish).toBe(true);
+    // A 2xx held until recorded; a 404 is no handled event, never recorded.
+    expect(held.recordedAtFinish).toBe(plain.wire.startsWith("HTTP/1.1 20"));
     expect({ wire: held.wire, seen: held.seen }).toEqual({ wire: plain.wire, seen: plain.seen });
   });
 });

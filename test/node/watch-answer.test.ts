@@ -688,3 +688,48 @@ describe("a connection cut by the server's own code while the route works", () =
     expect([retry, runs]).toEqual([409, 1]);
   });
 });
+
+describe("the status the decision reads is the one that left", () => {
+  /** An Express app whose route is `route`, with dedupe; the route's runs are counted. */
+  async function counted(route: (res: express.Response) => void) {
+    const app = express();
+    let runs = 0;
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      (_req, res) => {
+        runs++;
+        route(res);
+      },
+    );
+    const server = await serve(createServer(app));
+    return { server, runs: () => runs };
+  }
+
+  it("a held 201 whose statusCode is set to 500 before a write: 201 leaves and the event is handled (a copy is a duplicate)", async () => {
+    const { server, runs } = await counted((res) => {
+      res.writeHead(201);
+      res.statusCode = 500;
+      res.write("a");
+      res.end("b");
+    });
+    const d = await delivery(SECRET);
+    const first = await post(server, d);
+    const copy = await post(server, d);
+    expect([first.status, first.text, copy.status, copy.duplicate, runs()]).toEqual([201, "ab", 204, "true", 1]);
+  });
+
+  it("a 404 begun with a write, then statusCode 200 and more writes: the 404 stands and the event is not handled (a copy runs again)", async () => {
+    const { server, runs } = await counted((res) => {
+      res.statusCode = 404;
+      res.write("a");
+      res.statusCode = 200;
+      res.write("b");
+      res.end();
+    });
+    const d = await delivery(SECRET);
+    const first = await post(server, d);
+    const copy = await post(server, d);
+    expect([first.status, first.text, copy.status, copy.duplicate, runs()]).toEqual([404, "ab", 404, null, 2]);
+  });
+});
