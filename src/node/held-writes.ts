@@ -66,8 +66,8 @@ export class HeldWrites {
 
   /** No `drain` for an answer that was cut, as Node emits none once a response is destroyed. */
   stop(): void {
-    if (this.#drain !== undefined) clearImmediate(this.#drain);
-    this.#drain = undefined;
+    // Nothing is added once stopped (the response has Node's own methods again), so #drain stays.
+    clearImmediate(this.#drain);
     needsDrain(this.#res, false);
   }
 }
@@ -81,8 +81,9 @@ function needsDrain(res: ServerResponse, waits: boolean): void {
 /** The bytes a write's chunk puts on the wire (a string in its encoding, as Node counts it). */
 function byteLength(args: Args): number {
   const [chunk, encoding] = args;
-  if (typeof chunk === "string")
-    return Buffer.byteLength(chunk, typeof encoding === "string" ? (encoding as BufferEncoding) : "utf8");
+  // An encoding that is no encoding's name (none, or the callback in its place) reads as UTF-8 to
+  // Node's byteLength, as to Node's write.
+  if (typeof chunk === "string") return Buffer.byteLength(chunk, encoding as BufferEncoding);
   return chunk instanceof Uint8Array ? chunk.byteLength : 0;
 }
 

@@ -6,9 +6,15 @@ import type { ServerResponse } from "node:http";
 
 type Args = unknown[];
 
-/** Node's own refusal of a chunk, thrown where Node would throw it, since a held call reaches Node later. */
+/**
+ * Node's own refusal of a write's chunk (a string or bytes, nothing else: null has a code of its
+ * own), thrown where Node's write throws it, since a held call reaches Node later.
+ */
 export function checkChunk(chunk: unknown): void {
-  if (chunk == null || typeof chunk === "string" || typeof chunk === "function" || chunk instanceof Uint8Array) return;
+  if (typeof chunk === "string" || chunk instanceof Uint8Array) return;
+  if (chunk === null) {
+    throw Object.assign(new TypeError("May not write null values to stream"), { code: "ERR_STREAM_NULL_VALUES" });
+  }
   throw Object.assign(
     new TypeError('The "chunk" argument must be of type string or an instance of Buffer or Uint8Array'),
     { code: "ERR_INVALID_ARG_TYPE" },
@@ -16,12 +22,28 @@ export function checkChunk(chunk: unknown): void {
 }
 
 /**
+ * The chunk an `end()` writes, read from its arguments as Node's end reads them: none when the
+ * first is its callback or is falsy (Node's end writes nothing for `false`, `0` or `null`).
+ */
+export function endChunk(args: Args): unknown {
+  const [chunk] = args;
+  return chunk && typeof chunk !== "function" ? chunk : undefined;
+}
+
+/** The chunk of an `end()`, refused as Node's end refuses it: as a write's, when it writes one. */
+export function checkEnd(args: Args): void {
+  const chunk = endChunk(args);
+  if (chunk !== undefined) checkChunk(chunk);
+}
+
+/**
  * The reason of a head Node would refuse (a character HTTP cannot carry), thrown where Node's
- * writeHead would throw it, since a held head reaches Node later. By hand, as checkChunk, so that
- * the Node adapters import no built-in.
+ * writeHead would throw it, since a held head reaches Node later. Read as Node reads it, as text:
+ * a `statusMessage` that is no string is checked by what it reads as (none reads "undefined",
+ * which passes). By hand, as checkChunk, so that the Node adapters import no built-in.
  */
 export function checkReason(reason: unknown): void {
-  if (typeof reason === "string" && /[^\t\x20-\x7e\x80-\xff]/.test(reason)) {
+  if (/[^\t\x20-\x7e\x80-\xff]/.test(String(reason))) {
     throw Object.assign(new TypeError("Invalid character in statusMessage"), { code: "ERR_INVALID_CHAR" });
   }
 }
@@ -50,7 +72,7 @@ export function writeAfterEnd(res: ServerResponse, args: Args): boolean {
 
 /** `end()` again on a held answer already ended: nothing more, as on Node's (a chunk is a write after end). */
 export function endAfterEnd(res: ServerResponse, args: Args): ServerResponse {
-  if (args[0] != null && typeof args[0] !== "function") {
+  if (endChunk(args) !== undefined) {
     writeAfterEnd(res, args);
     return res;
   }

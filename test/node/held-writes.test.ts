@@ -2,12 +2,16 @@ import { createServer, type ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import express from "express";
+import Fastify from "fastify";
 import { MemoryDedupeStore } from "flag-webhooks";
 import { webhookMiddleware } from "flag-webhooks/express";
+import { webhookPlugin } from "flag-webhooks/fastify";
 import { describe, expect, it } from "vitest";
 import { MAX_HELD_BYTES } from "../../src/node/held-writes.js";
 import { delivery } from "../support/deliveries.js";
-import { attempt, post, serverPerTest, urlOf } from "../support/http.js";
+import { GatedStore } from "../support/gated-store.js";
+import { attempt, exchange, post, rawDelivery, serverPerTest, urlOf } from "../support/http.js";
+import { signal } from "../support/signal.js";
 
 // The body of a held 2xx (node/held-writes.ts) waits in memory until the store has the event. A
 // writer that streams into it gets back-pressure as from a socket (write() false past the
@@ -80,11 +84,13 @@ describe.each(Object.entries(hosts))("on %s, a held 2xx streamed with pipeline()
     expect([copy.status, copy.duplicate]).toEqual([204, "true"]);
   });
 
-  it("reads writableNeedDrain true while a write waits for drain, and false once it came", async () => {
+  it("takes a small write (true), reads writableNeedDrain true while a write waits for drain, and false once it came", async () => {
     const states: boolean[] = [];
     const server = await serve(
       host(async (res) => {
         res.writeHead(200);
+        // A write below the high-water mark is taken as a socket takes it: true, nothing to wait for.
+        states.push(res.write("a"), res.writableNeedDrain);
         const chunk = Buffer.alloc(res.writableHighWaterMark, 97);
         states.push(res.write(chunk), res.writableNeedDrain);
         await new Promise((resolve) => res.once("drain", resolve));
@@ -94,7 +100,51 @@ describe.each(Object.entries(hosts))("on %s, a held 2xx streamed with pipeline()
     );
     const first = await post(server, await delivery(SECRET));
     expect(first.status).toBe(200);
-    expect(states).toEqual([false, true, false]);
+    expect(states).toEqual([true, false, false, true, false]);
+  });
+
+  it("emits one drain for every write refused before it, as Node's response does", async () => {
+    const seen: unknown[] = [];
+    const server = await serve(
+      host(async (res) => {
+        res.writeHead(200);
+        let drains = 0;
+        res.on("drain", () => drains++);
+        // The high-water mark is Node's default: 16 KiB on Node 20, 64 KiB since 22.
+        const chunk = Buffer.alloc(res.writableHighWaterMark, 97);
+        seen.push(chunk.length, res.write(chunk), res.write(chunk));
+        await new Promise((resolve) => res.once("drain", resolve));
+        // Two turns of the event loop more: a drain scheduled by the second write would have come.
+        await new Promise((resolve) => setImmediate(resolve));
+        await new Promise((resolve) => setImmediate(resolve));
+        seen.push(drains);
+        res.end();
+      }),
+    );
+    const first = await post(server, await delivery(SECRET));
+    expect([first.status, first.text.length]).toEqual([200, 2 * (seen[0] as number)]);
+    expect(seen.slice(1)).toEqual([false, false, 1]);
+  });
+
+  it("gets no drain once cut while a write waits for one, and no longer reads writableNeedDrain, as Node's destroyed response", async () => {
+    const seen: unknown[] = [];
+    const { fired: done, fire } = signal();
+    const server = await serve(
+      host(async (res) => {
+        res.writeHead(200);
+        res.on("drain", () => seen.push("drain"));
+        res.on("error", () => {});
+        seen.push(res.write(Buffer.alloc(res.writableHighWaterMark, 97)));
+        res.destroy();
+        await new Promise((resolve) => setImmediate(resolve));
+        await new Promise((resolve) => setImmediate(resolve));
+        seen.push(res.writableNeedDrain);
+        fire();
+      }),
+    );
+    expect(await attempt(urlOf(server), await delivery(SECRET))).toBe(0);
+    await done;
+    expect(seen).toEqual([false, false]);
   });
 
   it("counts each held write as activity, as Node's own: an idle timeout shorter than the answer does not cut it", async () => {
@@ -156,13 +206,21 @@ describe.each(Object.entries(hosts))("on %s, a held 2xx streamed with pipeline()
         // Twice as many hex characters as bytes: the bound is on the bytes that leave, not the text.
         res.write("61".repeat(MAX_HELD_BYTES), "hex");
         if (runs === 1) res.end();
-        else res.write("b", (error) => void codes.push((error as { code?: unknown } | null)?.code));
+        // Refused as a socket refuses a write it will not take: false, and the error to its callback.
+        else
+          codes.push(
+            res.write("b", (error) => void codes.push((error as { code?: unknown } | null)?.code, error?.message)),
+          );
       }),
     );
     const reply = await post(server, await delivery(SECRET));
     expect([reply.status, reply.text.length]).toEqual([200, MAX_HELD_BYTES]);
     expect(await attempt(urlOf(server), await delivery(SECRET))).toBe(0);
-    expect(codes).toEqual(["ERR_HELD_ANSWER_TOO_LARGE"]);
+    expect(codes).toEqual([
+      false,
+      "ERR_HELD_ANSWER_TOO_LARGE",
+      "flag-webhooks: the body of a held 2xx passed 1 MiB, so the answer was cut: answer a webhook with a small body",
+    ]);
   });
 });
 
@@ -211,3 +269,57 @@ describe.each(Object.entries(hosts))(
     });
   },
 );
+
+describe("held writes on a response with no socket of its own", () => {
+  // Node gives a pipelined request's response the connection only once the answer before it is
+  // sent: until then its socket is null, and a held write there has no connection to count as
+  // activity on.
+  it("the second of two pipelined deliveries, written while the first is held: both 200 with their bodies", async () => {
+    const store = new GatedStore();
+    const { fired: bothRan, fire: ran } = signal(2);
+    const sockets: boolean[] = [];
+    const app = express();
+    app.post("/webhooks", webhookMiddleware({ secret: SECRET, dedupe: { store, ttl: 60_000 } }), (_req, res) => {
+      sockets.push(res.socket !== null);
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.write("a");
+      res.end("b");
+      ran();
+    });
+    const server = await serve(createServer(app));
+    void bothRan.then(() => store.open());
+    const wire = await exchange(
+      server,
+      rawDelivery(await delivery(SECRET)) + rawDelivery(await delivery(SECRET), "connection: close\r\n"),
+    );
+    expect(sockets).toEqual([true, false]);
+    // Each answer whole: its status, and its body in chunks ("a", "b", the last).
+    const answers = wire
+      .split(/(?=HTTP\/1\.1 )/)
+      .map((answer) => [answer.slice(0, 12), answer.split("\r\n\r\n", 2)[1]]);
+    const whole = ["HTTP/1.1 200", "1\r\na\r\n1\r\nb\r\n0"];
+    expect(answers).toEqual([whole, whole]);
+  });
+
+  it("Fastify's inject() (a response whose socket is light-my-request's, with no idle timer): a 2xx written in parts leaves whole", async () => {
+    const app = Fastify();
+    await app.register(webhookPlugin, {
+      path: "/webhooks",
+      secret: SECRET,
+      dedupe: { store: new MemoryDedupeStore(), ttl: 60_000 },
+      onEvent: (_event, _request, reply) => {
+        reply.hijack();
+        reply.raw.writeHead(200, { "content-type": "text/plain" });
+        reply.raw.write("a");
+        reply.raw.end("b");
+      },
+    });
+    try {
+      const d = await delivery(SECRET);
+      const reply = await app.inject({ method: "POST", url: "/webhooks", payload: d.body, headers: d.headers });
+      expect([reply.statusCode, reply.body]).toEqual([200, "ab"]);
+    } finally {
+      await app.close();
+    }
+  });
+});

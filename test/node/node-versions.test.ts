@@ -11,7 +11,12 @@ import { describe, expect, it } from "vitest";
 // Node 22 and 24 too, each in a vitest of its own on that Node.
 
 const root = resolve(import.meta.dirname, "../..");
-const FILES = ["test/node/held-methods.test.ts", "test/node/held-writes.test.ts", "test/node/watched-twice.test.ts"];
+const FILES = [
+  "test/node/held-methods.test.ts",
+  "test/node/held-writes.test.ts",
+  "test/node/refusals.test.ts",
+  "test/node/watched-twice.test.ts",
+];
 const NODES = {
   "Node 22": join(root, "tools/node-versions/node_modules/node22/bin/node"),
   "Node 24": join(root, "tools/node-versions/node_modules/node24/bin/node"),

@@ -11,7 +11,7 @@ import { webhookMiddleware as koaMiddleware } from "flag-webhooks/koa";
 import Koa from "koa";
 import { afterEach, describe, expect, it } from "vitest";
 import { delivery } from "../support/deliveries.js";
-import { attempt, exchange, post, serverPerTest, urlOf } from "../support/http.js";
+import { attempt, exchange, post, rawDelivery, serverPerTest, urlOf } from "../support/http.js";
 import { signal } from "../support/signal.js";
 
 // The held answer (node/watch-answer.ts) behaves, on the wire and to the code that writes it, as
@@ -22,14 +22,6 @@ import { signal } from "../support/signal.js";
 
 const SECRET = "watch-answer-secret";
 const serve = serverPerTest();
-
-/** One signed delivery as raw HTTP/1.1 bytes, with `extraHeaders` (each line ending in CRLF). */
-function rawDelivery(d: { body: string; headers: Record<string, string> }, extraHeaders = ""): string {
-  const head = Object.entries(d.headers)
-    .map(([name, value]) => `${name}: ${value}\r\n`)
-    .join("");
-  return `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\n${extraHeaders}content-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
-}
 
 /**
  * Two signed deliveries written back to back on one connection (pipelined, keep-alive), the
@@ -140,6 +132,24 @@ const writers: Writer[] = [
     },
   },
   {
+    name: "res.writeHead(200, headers) with the headers as an array of names and values: they leave with the head",
+    route: (seen) => (_req, res) => {
+      res.writeHead(200, ["x-a", "1", "content-type", "text/plain"]);
+      seen.push(`status ${res.statusCode}`);
+      res.end("ok");
+    },
+  },
+  {
+    name: "res.statusCode changed after a write began the answer: the status that began it leaves",
+    route: (seen) => (_req, res) => {
+      res.statusCode = 200;
+      res.write("a");
+      res.statusCode = 500;
+      res.end("b");
+      seen.push(`status ${res.statusCode}`);
+    },
+  },
+  {
     name: "res.writeHead(200, reason, headers): the reason and the headers leave with the head",
     route: (seen) => (_req, res) => {
       res.writeHead(200, "Fine", { "x-a": "1", "content-type": "text/plain" });
@@ -192,10 +202,11 @@ const writers: Writer[] = [
     },
   },
   {
-    name: "res.flushHeaders(), then the body",
-    route: () => (_req, res) => {
+    name: "res.flushHeaders(), then the body: the head reads as sent once flushed",
+    route: (seen) => (_req, res) => {
       res.status(200);
       res.flushHeaders();
+      seen.push(`sent ${res.headersSent}`);
       res.end("ok");
     },
   },
@@ -619,5 +630,106 @@ describe("a held 2xx the receiver does not stand behind", () => {
     const first = await attempt(urlOf(server), d);
     const retry = await attempt(urlOf(server), d);
     expect([first, retry, runs]).toEqual([0, 204, 2]);
+  });
+});
+
+describe("a connection cut by the server's own code while the route works", () => {
+  it("a route that begins a non-2xx (never held) and then fails while its client listens: cut, and the retry runs the route again", async () => {
+    let runs = 0;
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, onError: () => {}, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      (_req, res, next) => {
+        runs++;
+        if (runs > 1) {
+          res.sendStatus(204);
+          return;
+        }
+        // The answer began (its head left at once), then Express's final handler cuts it.
+        res.status(500).write("partial");
+        next(new Error("failed mid-answer"));
+      },
+    );
+    const server = await serve(createServer(app));
+    const d = await delivery(SECRET);
+    const first = await attempt(urlOf(server), d);
+    const retry = await attempt(urlOf(server), d);
+    expect([first, retry, runs]).toEqual([0, 204, 2]);
+  });
+
+  it("a route that cuts its connection before writing anything, and works on: its claim stands until it ends, a retry meanwhile is 409", async () => {
+    let runs = 0;
+    const { fired: cut, fire: cutIt } = signal();
+    const { fired: finish, fire: release } = signal();
+    const { fired: ended, fire: end } = signal();
+    const app = express();
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      async (req, res) => {
+        runs++;
+        res.once("close", cutIt);
+        // A second run (the fault) ends the first at once, so the count below fails rather than the test hanging.
+        if (runs > 1) release();
+        else req.socket.destroy();
+        await finish;
+        res.sendStatus(204);
+        end();
+      },
+    );
+    const server = await serve(createServer(app));
+    const d = await delivery(SECRET);
+    expect(await attempt(urlOf(server), d)).toBe(0);
+    await cut;
+    const retry = await attempt(urlOf(server), d);
+    release();
+    await ended;
+    expect([retry, runs]).toEqual([409, 1]);
+  });
+});
+
+describe("the status the decision reads is the one that left", () => {
+  /** An Express app whose route is `route`, with dedupe; the route's runs are counted. */
+  async function counted(route: (res: express.Response) => void) {
+    const app = express();
+    let runs = 0;
+    app.post(
+      "/webhooks",
+      webhookMiddleware({ secret: SECRET, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+      (_req, res) => {
+        runs++;
+        route(res);
+      },
+    );
+    const server = await serve(createServer(app));
+    return { server, runs: () => runs };
+  }
+
+  it("a held 201 whose statusCode is set to 500 before a write: 201 leaves and the event is handled (a copy is a duplicate)", async () => {
+    const { server, runs } = await counted((res) => {
+      res.writeHead(201);
+      res.statusCode = 500;
+      res.write("a");
+      res.end("b");
+    });
+    const d = await delivery(SECRET);
+    const first = await post(server, d);
+    const copy = await post(server, d);
+    expect([first.status, first.text, copy.status, copy.duplicate, runs()]).toEqual([201, "ab", 204, "true", 1]);
+  });
+
+  it("a 404 begun with a write, then statusCode 200 and more writes: the 404 stands and the event is not handled (a copy runs again)", async () => {
+    const { server, runs } = await counted((res) => {
+      res.statusCode = 404;
+      res.write("a");
+      res.statusCode = 200;
+      res.write("b");
+      res.end();
+    });
+    const d = await delivery(SECRET);
+    const first = await post(server, d);
+    const copy = await post(server, d);
+    expect([first.status, first.text, copy.status, copy.duplicate, runs()]).toEqual([404, "ab", 404, null, 2]);
   });
 });

@@ -135,6 +135,14 @@ export async function attempt(
   }
 }
 
+/** One signed delivery as raw HTTP/1.1 bytes, for {@link exchange}, with `extraHeaders` (each line ending in CRLF). */
+export function rawDelivery(d: { body: string; headers: Record<string, string> }, extraHeaders = ""): string {
+  const head = Object.entries(d.headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join("");
+  return `POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\n${extraHeaders}content-length: ${Buffer.byteLength(d.body)}\r\n${head}\r\n${d.body}`;
+}
+
 /**
  * Writes `bytes` (one or more raw HTTP/1.1 requests, pipelined) on one new connection to a
  * listening server and reads the whole of what it answers, in latin1 so that each byte is one
