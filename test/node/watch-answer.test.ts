@@ -577,6 +577,34 @@ describe("a route without onEvent that begins a 2xx and keeps working when its c
   });
 });
 
+/**
+ * An Express route that begins an answer of `status` (a 2xx held, a non-2xx sent at once) and then
+ * fails while its client listens: Express's final handler cuts the connection. What the client
+ * saw first and on its retry, and how many times the route ran.
+ */
+async function beginsThenFails(status: number): Promise<[number, number, number]> {
+  let runs = 0;
+  const app = express();
+  app.post(
+    "/webhooks",
+    webhookMiddleware({ secret: SECRET, onError: () => {}, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
+    (_req, res, next) => {
+      runs++;
+      if (runs > 1) {
+        res.sendStatus(204);
+        return;
+      }
+      res.status(status).write("partial");
+      next(new Error("failed mid-answer"));
+    },
+  );
+  const server = await serve(createServer(app));
+  const d = await delivery(SECRET);
+  const first = await attempt(urlOf(server), d);
+  const retry = await attempt(urlOf(server), d);
+  return [first, retry, runs];
+}
+
 describe("a held 2xx the receiver does not stand behind", () => {
   it("onEvent that answers 200 and then throws: its error's 500 leaves in place of the 2xx, with none of the handler's headers, and the retry runs it again", async () => {
     let runs = 0;
@@ -609,53 +637,13 @@ describe("a held 2xx the receiver does not stand behind", () => {
   });
 
   it("a route that begins a 2xx and then fails while its client listens: the answer is cut, no 2xx arrives, and the retry runs the route again", async () => {
-    let runs = 0;
-    const app = express();
-    app.post(
-      "/webhooks",
-      webhookMiddleware({ secret: SECRET, onError: () => {}, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
-      (_req, res, next) => {
-        runs++;
-        if (runs > 1) {
-          res.sendStatus(204);
-          return;
-        }
-        res.status(200).write("partial");
-        // Express's final handler cuts an answer whose head reads as sent: the connection is destroyed.
-        next(new Error("failed mid-answer"));
-      },
-    );
-    const server = await serve(createServer(app));
-    const d = await delivery(SECRET);
-    const first = await attempt(urlOf(server), d);
-    const retry = await attempt(urlOf(server), d);
-    expect([first, retry, runs]).toEqual([0, 204, 2]);
+    expect(await beginsThenFails(200)).toEqual([0, 204, 2]);
   });
 });
 
 describe("a connection cut by the server's own code while the route works", () => {
   it("a route that begins a non-2xx (never held) and then fails while its client listens: cut, and the retry runs the route again", async () => {
-    let runs = 0;
-    const app = express();
-    app.post(
-      "/webhooks",
-      webhookMiddleware({ secret: SECRET, onError: () => {}, dedupe: { store: new MemoryDedupeStore(), ttl: "1h" } }),
-      (_req, res, next) => {
-        runs++;
-        if (runs > 1) {
-          res.sendStatus(204);
-          return;
-        }
-        // The answer began (its head left at once), then Express's final handler cuts it.
-        res.status(500).write("partial");
-        next(new Error("failed mid-answer"));
-      },
-    );
-    const server = await serve(createServer(app));
-    const d = await delivery(SECRET);
-    const first = await attempt(urlOf(server), d);
-    const retry = await attempt(urlOf(server), d);
-    expect([first, retry, runs]).toEqual([0, 204, 2]);
+    expect(await beginsThenFails(500)).toEqual([0, 204, 2]);
   });
 
   it("a route that cuts its connection before writing anything, and works on: its claim stands until it ends, a retry meanwhile is 409", async () => {
