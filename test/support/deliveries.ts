@@ -34,3 +34,13 @@ export async function signedHeaders(
 ): Promise<{ "content-type": "application/json"; "service-signature": string }> {
   return { "content-type": "application/json", [SIGNATURE_HEADER]: await signatureOf(secret, body) };
 }
+
+/** The status a direct call of an `onEvent` answers: its reply's (204 for none), or its error's. */
+export async function statusOf(answer: Promise<unknown>): Promise<number> {
+  try {
+    const reply = (await answer) as { status?: number } | undefined;
+    return reply?.status ?? 204;
+  } catch (error) {
+    return (error as { status?: number }).status ?? 500;
+  }
+}

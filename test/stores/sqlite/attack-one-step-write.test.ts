@@ -6,6 +6,7 @@ import type { WebhookEvent } from "flag-webhooks";
 import { SqliteInbox } from "flag-webhooks/sqlite";
 import { createEvent } from "flag-webhooks/testing";
 import { afterAll, describe, expect, it } from "vitest";
+import { statusOf } from "../../support/deliveries.js";
 import { databaseFile } from "../../support/sqlite.js";
 
 // Attack on the SQLite one-step write (BEGIN IMMEDIATE, the INSERT and COMMIT in one synchronous
@@ -30,14 +31,6 @@ function open(file: string, journal: "wal" | "delete"): Database.Database {
 const busyTimeout = (db: Database.Database) => db.pragma("busy_timeout", { simple: true });
 const eventOf = (id: string) => createEvent("flag.updated", { id }) as WebhookEvent;
 const newId = () => `evt_${randomUUID()}`;
-async function statusOf(answer: Promise<unknown>): Promise<number> {
-  try {
-    const reply = (await answer) as { status?: number } | undefined;
-    return reply?.status ?? 204;
-  } catch (error) {
-    return (error as { status?: number }).status ?? 500;
-  }
-}
 const committedIds = (file: string) => {
   const reader = new Database(file, { readonly: true });
   try {

@@ -9,7 +9,7 @@ import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { adapterReceiver, closeReceivers } from "../../support/adapter-receivers.js";
 import { deliverUntilOk, newTally } from "../../support/crash.js";
-import { eventJson } from "../../support/deliveries.js";
+import { eventJson, statusOf } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
 import { KEEP_CRASH_SECRET, startKeepProcess } from "../../support/keep-crash.js";
 import { effectsDatabase } from "../../support/postgres-effects.js";
@@ -156,15 +156,6 @@ async function sqliteSubject(): Promise<Subject> {
 
 const eventOf = (id: string) => createEvent("flag.updated", { id }) as WebhookEvent;
 const newId = () => `evt_${randomUUID()}`;
-/** The status a direct call of an `onEvent` answers: its reply's, or its error's. */
-async function statusOf(answer: Promise<unknown>): Promise<number> {
-  try {
-    const reply = (await answer) as { status?: number } | undefined;
-    return reply?.status ?? 204;
-  } catch (error) {
-    return (error as { status?: number }).status ?? 500;
-  }
-}
 
 describe.each(subjects)("group commit of enqueue(): %s", (_name, make, skip) => {
   let subject: Promise<Subject> | undefined;
