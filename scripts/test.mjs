@@ -53,7 +53,11 @@ const steps = [
   { name: "lint and format (biome)", cmd: [bin("biome"), "check", "."], together: "checks" },
   { name: "typecheck src", cmd: [bin("tsc"), "-p", "tsconfig.json"], together: "checks" },
   { name: "size rules of src (files, functions)", cmd: [process.execPath, "tools/code-size.mjs"], together: "checks" },
-  { name: "typecheck tests, examples and benches", cmd: [bin("tsc"), "-p", "tsconfig.test.json"], together: "checks" },
+  {
+    name: "typecheck tests (with the type tests, test/**/*.test-d.ts), examples and benches",
+    cmd: [bin("tsc"), "-p", "tsconfig.test.json"],
+    together: "checks",
+  },
   { name: "build (tsup)", cmd: [bin("tsup")], together: "checks" },
   {
     name: "tests (vitest)",
