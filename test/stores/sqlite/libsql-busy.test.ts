@@ -25,8 +25,8 @@ import {
 // SQLITE_BUSY open on its connection until it is garbage-collected (the test never collects it),
 // and an open statement refuses the inbox's savepoint and keeps a lone write uncommitted. A COMMIT
 // that waited for a rollback journal's reader past the timeout, and the synchronous drivers
-// (better-sqlite3 here, node:sqlite on Node 22 and 24 in a process of its own), which reset a
-// failed statement, are held to the same.
+// (better-sqlite3 here, node:sqlite on Node 22 and 24 and bun:sqlite on Bun in a process of its
+// own), which reset a failed statement, are held to the same.
 
 const root = resolve(import.meta.dirname, "../../..");
 /** How long the inbox waits for the write lock before it answers 503: short, the lock is held past it. */
@@ -219,13 +219,17 @@ describe("SqliteInbox on better-sqlite3 after its BEGIN IMMEDIATE failed with SQ
   });
 });
 
-describe.each<Runtime>(["node22", "node24"])(
-  "SqliteInbox on node:sqlite (%s, in its own process) after a BEGIN IMMEDIATE that failed with SQLITE_BUSY",
-  (runtime) => {
+describe.each<[Runtime, string]>([
+  ["node22", "node:sqlite"],
+  ["node24", "node:sqlite"],
+  ["bun", "bun:sqlite"],
+])(
+  "SqliteInbox on %s's %s (in its own process) after a BEGIN IMMEDIATE that failed with SQLITE_BUSY",
+  (runtime, driver) => {
     it("handle(): 503 while another process holds the write lock, then 204", async () => {
       const file = databaseFile();
       const process_ = await startReceiver(runtime, {
-        DRIVER: "node:sqlite",
+        DRIVER: driver,
         FILE: file,
         WAL: "1",
         SCOPE: "busy",
