@@ -5,6 +5,7 @@ import { isThenable } from "../util/thenable.js";
 import { HeldWrites, tooLarge } from "./held-writes.js";
 import { callbackOf, checkChunk, checkEnd, checkReason, endAfterEnd, headersSent, writeAfterEnd } from "./refusals.js";
 import {
+  closeListener,
   giveBack,
   type HeaderMethod,
   passOn,
@@ -46,9 +47,7 @@ export const HELD_END = Symbol.for("flag-webhooks.held-end");
  */
 export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler: boolean): boolean {
   if (res.writableEnded || res.destroyed) return false;
-  const watch = new AnswerWatch(res, accepted, endsHandler);
-  // on, not once: a once wrapper is two more objects per answer, and #restore takes the listener off.
-  res.on("close", watch.closed);
+  new AnswerWatch(res, accepted, endsHandler);
   return true;
 }
 
@@ -97,6 +96,8 @@ class AnswerWatch implements Watcher {
     this.#endsHandler = endsHandler;
     this.#socket = res.socket;
     this.#taken = takeAnswer(res, this);
+    // on, not once: a once wrapper is two more objects per answer, and #restore takes the listener off.
+    res.on("close", closeListener(this.#taken));
     markIdle(this.#socket);
   }
 
@@ -237,7 +238,7 @@ class AnswerWatch implements Watcher {
    * on), and its claim stands until it ends it; but a route may never answer a client that is
    * gone, so the delivery's record ends.
    */
-  readonly closed = (): void => {
+  closed(): void {
     if (this.#over) return;
     const began = this.#holding || this.#res.headersSent;
     if (!began || this.#clientLeft()) {
@@ -247,7 +248,7 @@ class AnswerWatch implements Watcher {
     this.#over = true;
     this.#restore();
     void this.#report(undefined);
-  };
+  }
 
   /**
    * Whether the connection closed while the handler may still work: the client closed it (it sent
@@ -295,7 +296,7 @@ class AnswerWatch implements Watcher {
     const res = this.#res;
     giveBack(res, this.#taken, this.#headers);
     // Stryker disable next-line StringLiteral: equivalent: a listener left behind finds the answer over and returns
-    res.off("close", this.closed);
+    res.off("close", closeListener(this.#taken));
     // Only a held answer was made to read as sent (an answer decided at once never was).
     // Stryker disable next-line ConditionalExpression: equivalent: an answer never held has nothing below to undo (deleting an absent property does nothing)
     if (!this.#holding) return;
@@ -326,7 +327,8 @@ class AnswerWatch implements Watcher {
       }
       if (this.#head) res.writeHead(...(this.#head as Parameters<ServerResponse["writeHead"]>));
       else res.statusCode = this.#fixed as number;
-      for (const args of this.#held?.writes ?? []) (res.write as (...args: Args) => boolean)(...args);
+      const held = this.#held;
+      if (held) for (const args of held.writes) (res.write as (...args: Args) => boolean)(...args);
       (res.end as (...args: Args) => ServerResponse)(...endArgs);
     } catch (error) {
       res.destroy(error as Error);
