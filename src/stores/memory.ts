@@ -44,7 +44,10 @@ export class MemoryDedupeStore implements DedupeStore {
   // evicting from the front (tens of µs per write once the store is full).
   #cursor: MapIterator<[string, Entry]> | undefined;
   #head: [string, Entry] | undefined;
-  /** The id written last, and its entry: a claim's completion that follows it changes it in place. */
+  /**
+   * The id written last, and its entry: a claim's completion that follows it changes it in place.
+   * Forgotten when that entry is deleted, so while it is set the entry is the Map's newest.
+   */
   #lastId: string | undefined;
   #lastEntry: Entry | undefined;
 
@@ -80,9 +83,10 @@ export class MemoryDedupeStore implements DedupeStore {
   complete(id: string, ttl: number): void {
     const now = this.#now();
     const last = this.#lastEntry;
-    if (this.#lastId === id && last !== undefined && this.#ids.get(id) === last) {
+    if (this.#lastId === id && last !== undefined) {
       // The id written last (its claim, a moment ago) is still the newest entry: re-inserting it
-      // would leave the order as it is, so it is changed where it stands (no delete, no new entry).
+      // would leave the order as it is, so it is changed where it stands (no delete, no new entry,
+      // no lookup).
       last[0] = DONE;
       last[1] = now + ttl;
       this.#sweep(now);
@@ -92,7 +96,12 @@ export class MemoryDedupeStore implements DedupeStore {
   }
 
   release(id: string): void {
-    if (this.#ids.get(id)?.[0] !== DONE) this.#ids.delete(id);
+    if (this.#ids.get(id)?.[0] !== DONE) this.#delete(id);
+  }
+
+  #delete(id: string): void {
+    this.#ids.delete(id);
+    if (id === this.#lastId) this.#lastId = this.#lastEntry = undefined;
   }
 
   #set(id: string, state: typeof DONE | 1, expiresAt: number, now: number): void {
@@ -117,7 +126,9 @@ export class MemoryDedupeStore implements DedupeStore {
     let swept = 0;
     for (let oldest = this.#oldest(); oldest; oldest = this.#oldest()) {
       if (this.#ids.size > this.#maxKeys || (oldest[1][1] <= now && swept < 4)) {
-        this.#ids.delete(oldest[0]);
+        this.#delete(oldest[0]);
+        // Gone: the next oldest is the iterator's next entry, with no lookup of this one.
+        this.#head = undefined;
         swept++;
       } else {
         break;
