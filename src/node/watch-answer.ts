@@ -5,7 +5,6 @@ import { isThenable } from "../util/thenable.js";
 import { HeldWrites, tooLarge } from "./held-writes.js";
 import { callbackOf, checkChunk, checkEnd, checkReason, endAfterEnd, headersSent, writeAfterEnd } from "./refusals.js";
 import {
-  closeListener,
   giveBack,
   type HeaderMethod,
   passOn,
@@ -96,8 +95,6 @@ class AnswerWatch implements Watcher {
     this.#endsHandler = endsHandler;
     this.#socket = res.socket;
     this.#taken = takeAnswer(res, this);
-    // on, not once: a once wrapper is two more objects per answer, and #restore takes the listener off.
-    res.on("close", closeListener(this.#taken));
     markIdle(this.#socket);
   }
 
@@ -231,6 +228,12 @@ class AnswerWatch implements Watcher {
     return passOn(res, this.#taken, "destroy", [error]) as ServerResponse;
   }
 
+  /** Every event the response emits passes here while it is watched; its "close" is looked at first. */
+  emit(res: ServerResponse, args: Args): boolean {
+    if (args[0] === "close") this.#closed();
+    return passOn(res, this.#taken, "emit", args) as boolean;
+  }
+
   /**
    * The connection closed before the answer ended. Cut by the server's own code after the answer
    * began: that answer is cut, and the route finished with it. Closed by the client, or cut by
@@ -238,7 +241,7 @@ class AnswerWatch implements Watcher {
    * on), and its claim stands until it ends it; but a route may never answer a client that is
    * gone, so the delivery's record ends.
    */
-  closed(): void {
+  #closed(): void {
     if (this.#over) return;
     const began = this.#holding || this.#res.headersSent;
     if (!began || this.#clientLeft()) {
@@ -295,8 +298,6 @@ class AnswerWatch implements Watcher {
   #restore(): void {
     const res = this.#res;
     giveBack(res, this.#taken, this.#headers);
-    // Stryker disable next-line StringLiteral: equivalent: a listener left behind finds the answer over and returns
-    res.off("close", closeListener(this.#taken));
     // Only a held answer was made to read as sent (an answer decided at once never was).
     // Stryker disable next-line ConditionalExpression: equivalent: an answer never held has nothing below to undo (deleting an absent property does nothing)
     if (!this.#holding) return;

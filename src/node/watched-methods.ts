@@ -31,8 +31,8 @@ export interface Watcher {
   destroy(res: ServerResponse, error?: Error): ServerResponse;
   /** A change to the head through `method` (refused with `verb` while a head is held). */
   header(res: ServerResponse, method: HeaderMethod, verb: string, args: Args): unknown;
-  /** The response emitted "close". */
-  closed(): void;
+  /** An event the response emits ("close" tells the watch the connection closed). */
+  emit(res: ServerResponse, args: Args): boolean;
 }
 
 type Call = (watch: Watcher, res: ServerResponse, args: Args) => unknown;
@@ -47,6 +47,9 @@ const CALLS: Record<string, Call> = {
   write: (watch, res, args) => watch.write(res, args),
   end: (watch, res, args) => watch.end(res, args),
   destroy: (watch, res, args) => watch.destroy(res, args[0] as Error | undefined),
+  // The response's "close", seen as it is emitted: a listener added and taken off per answer
+  // costs more (the response's table of listeners grows and shrinks for each delivery).
+  emit: (watch, res, args) => watch.emit(res, args),
   ...Object.fromEntries(
     HEADER_METHODS.map(([method, verb]): [string, Call] => [
       method,
@@ -84,14 +87,7 @@ function shared(name: string, depth: number) {
 const SHARED: Methods[] = [];
 
 function sharedAt(depth: number): Methods {
-  SHARED[depth] ??= {
-    ...Object.fromEntries(Object.keys(CALLS).map((name) => [name, shared(name, depth)])),
-    // The response's "close" listener: one function for every response too, as a listener made
-    // per answer is a closure more per delivery.
-    closed: function closed(this: Watched): void {
-      watchAt(this, depth).closed();
-    },
-  };
+  SHARED[depth] ??= Object.fromEntries(Object.keys(CALLS).map((name) => [name, shared(name, depth)]));
   return SHARED[depth];
 }
 
@@ -100,11 +96,6 @@ function sharedAt(depth: number): Methods {
  * to, and the watched ones that replaced them (`shared`). One object per taking, and no more.
  */
 export type Taken = Methods & { readonly shared: Methods };
-
-/** A watch's "close" listener, to put on the response it watches and to take off again. */
-export function closeListener(taken: Taken): () => void {
-  return taken.shared.closed as () => void;
-}
 
 /** Puts `watch` in charge of how `res`'s answer begins, ends or is cut. */
 export function takeAnswer(res: ServerResponse, watch: Watcher): Taken {
@@ -126,6 +117,7 @@ export function takeAnswer(res: ServerResponse, watch: Watcher): Taken {
     write: methods.write,
     end: methods.end,
     destroy: methods.destroy,
+    emit: methods.emit,
     shared: sharedAt(depth),
   };
   putAnswer(res, taken.shared);
@@ -141,6 +133,7 @@ function putAnswer(res: ServerResponse, methods: Methods): void {
   target.write = methods.write;
   target.end = methods.end;
   target.destroy = methods.destroy;
+  target.emit = methods.emit;
 }
 
 /** Puts the same watch in charge of the methods that change `res`'s head (a 2xx is held). */
