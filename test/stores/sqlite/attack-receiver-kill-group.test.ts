@@ -55,16 +55,14 @@ for (const driver of ["better-sqlite3", "libsql"] as const) {
           await receiver.kill();
           const ok = await Promise.all(answers);
           broken += tally.broken;
-          const reader = new Database(file, { readonly: true });
           ids.forEach((id, i) => {
             if (!ok[i]) return;
             answered2xx++;
-            const row = reader.prepare("select count(*) as n from flag_webhooks_inbox where id = ?").get(id) as {
+            const row = db.prepare("select count(*) as n from flag_webhooks_inbox where id = ?").get(id) as {
               n: number;
             };
             if (row.n !== 1) lost++;
           });
-          reader.close();
         }
         const receiver = await startKeepProcess("receiver", port, env);
         try {
