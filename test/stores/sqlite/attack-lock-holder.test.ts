@@ -260,14 +260,17 @@ async function deliveriesAfter(http: Server): Promise<number[]> {
   return statuses;
 }
 
-describe("libsql, WAL: the first delivery after another process held the write lock past timeout", () => {
-  // Broken: the BEGIN that waited for the write lock past `timeout` failed SQLITE_BUSY, and
-  // libSQL's connection then refuses the inbox's savepoint ("cannot open savepoint - SQL
-  // statements in progress") until that failed statement is garbage-collected, which
-  // docs/sqlite.md says the wait avoids. With the file free again, the next deliveries answered
-  // 503: 16 of 16 over 4 s, and 8 of 8 of a brief hold after it; here 10 of 10 over 3 s, in 2 of 2 runs (after other
-  // rounds had run, once 0 of 20: how long it lasts is the garbage collector's).
-  it.fails("is 202 once the holder let go (10 of 10 answered 503)", async () => {
+describe("libsql, WAL: the deliveries after another process held the write lock past timeout", () => {
+  // Found, and left as a figure, not an it.fails: the BEGIN that waited for the write lock past
+  // `timeout` failed SQLITE_BUSY, and libSQL's connection then refuses the inbox's savepoint
+  // ("cannot open savepoint - SQL statements in progress") until that failed statement is
+  // garbage-collected, which docs/sqlite.md says the wait avoids. With the file free again, the
+  // next deliveries answered 503: 10 of 10 over 3 s in 2 of 2 runs of this file alone, 16 of 16
+  // over 4 s in a probe, 8 of 8 of a brief hold after it; but 0 of 10 when other test files ran
+  // in the same run (a garbage collection came first), so how long it lasts is the collector's,
+  // and an it.fails would flake. What holds whatever the collector does: each 503 kept nothing,
+  // each 202 is in the file.
+  it("each answered 503 kept nothing, each 202 is in the file (how many 503s is printed)", async () => {
     const file = databaseFile();
     const app = await DRIVERS.libsql(file, "wal");
     const web = express();
@@ -277,12 +280,29 @@ describe("libsql, WAL: the first delivery after another process held the write l
     try {
       await lock.ready();
       await lock.hold();
-      const body = eventJson(`evt_${randomUUID()}`);
-      expect((await post(http, { body, headers: await signedHeaders(SECRET, body) })).status).toBe(503);
+      const held = eventJson(`evt_${randomUUID()}`);
+      expect((await post(http, { body: held, headers: await signedHeaders(SECRET, held) })).status).toBe(503);
       await lock.release();
-      const statuses = await deliveriesAfter(http);
-      console.log(`libsql, WAL, after the holder let go: ${statuses.join(", ")}`);
-      expect(statuses).toEqual(statuses.map(() => 202));
+      const ids: string[] = [];
+      const statuses: number[] = [];
+      for (let tries = 0; tries < 10; tries++) {
+        const id = `evt_${randomUUID()}`;
+        const body = eventJson(id);
+        ids.push(id);
+        statuses.push((await post(http, { body, headers: await signedHeaders(SECRET, body) })).status);
+        await new Promise((done) => setTimeout(done, 100));
+      }
+      console.log(
+        `libsql, WAL, after the holder let go: ${statuses.filter((s) => s === 503).length} of 10 answered 503`,
+      );
+      const reader = new Database(file, { readonly: true });
+      const kept = ids.map(
+        (id) =>
+          (reader.prepare("select count(*) as n from flag_webhooks_inbox where id = ?").get(id) as { n: number }).n,
+      );
+      reader.close();
+      expect(statuses.every((status) => status === 202 || status === 503)).toBe(true);
+      expect(kept).toEqual(statuses.map((status) => (status === 202 ? 1 : 0)));
     } finally {
       await close(http);
       await lock.kill();
