@@ -65,12 +65,12 @@ async function statuses(send: Send, ids: string[]): Promise<number[]> {
   return answers;
 }
 
-/** A libSQL client on a new WAL file with an effects table, closed after the tests. */
-async function libsqlFile(): Promise<{ file: string; client: Client }> {
+/** A libSQL client on a new file (WAL unless told) with an effects table, closed after the tests. */
+async function libsqlFile(journal = "wal"): Promise<{ file: string; client: Client }> {
   const file = databaseFile();
   const client = createClient({ url: `file:${file}` });
   closing.push(() => client.close());
-  await client.execute("pragma journal_mode = wal");
+  await client.execute(`pragma journal_mode = ${journal}`);
   await client.execute("create table effects (event_id text not null)");
   return { file, client };
 }
@@ -118,43 +118,30 @@ describe("SqliteInbox on @libsql/client (a local file) after SQLITE_BUSY", () =>
     for (const id of next) expect((await inbox.kept(id))?.state).toBe("pending");
   });
 
-  it("handle(): 503 while another process holds the write lock, then each next delivery 204, its effect once", async () => {
-    const { file, client } = await libsqlFile();
-    const inbox = new SqliteInbox(client, { scope: "busy-handle", timeout: TIMEOUT });
-    await inbox.migrate();
-    const send = await receiver(
-      "Express",
-      inbox.handle((event, tx) => insertEffect(tx, event.id)),
-    );
-    const lock = await holdLock(file);
-    const refused = fresh("refused");
-    expect(await statuses(send, refused)).toEqual([503, 503, 503]);
-    await lock.release();
-    const next = fresh("next");
-    expect(await statuses(send, [...next, ...refused])).toEqual([204, 204, 204, 204, 204, 204]);
-    for (const id of [...next, ...refused]) expect(await effectsOf(client, id)).toBe(1);
-  });
-
-  it("handle() on a rollback journal: 503 while another process reads past the COMMIT's wait, then 204", async () => {
-    const file = databaseFile();
-    const client = createClient({ url: `file:${file}` });
-    closing.push(() => client.close());
-    await client.execute("create table effects (event_id text not null)");
-    const inbox = new SqliteInbox(client, { scope: "busy-commit", timeout: TIMEOUT });
-    await inbox.migrate();
-    const send = await receiver(
-      "Express",
-      inbox.handle((event, tx) => insertEffect(tx, event.id)),
-    );
-    // A reader's transaction: the inbox's BEGIN IMMEDIATE takes the lock, its COMMIT waits for the reader.
-    const lock = await holdLock(file, "begin; select count(*) from sqlite_master");
-    const refused = fresh("refused");
-    expect(await statuses(send, refused)).toEqual([503, 503, 503]);
-    await lock.release();
-    const next = fresh("next");
-    expect(await statuses(send, [...next, ...refused])).toEqual([204, 204, 204, 204, 204, 204]);
-    for (const id of [...next, ...refused]) expect(await effectsOf(client, id)).toBe(1);
-  });
+  // On WAL the inbox's BEGIN IMMEDIATE waits for another process's write lock; on a rollback
+  // journal it takes the lock and its COMMIT waits for a reader.
+  it.each([
+    { journal: "wal", lock: "the write lock", begin: "begin immediate" },
+    { journal: "delete", lock: "a read past the COMMIT's wait", begin: "begin; select count(*) from sqlite_master" },
+  ])(
+    "handle() on a $journal journal: 503 while another process holds $lock, then each next delivery 204, its effect once",
+    async ({ journal, begin }) => {
+      const { file, client } = await libsqlFile(journal);
+      const inbox = new SqliteInbox(client, { scope: `busy-handle-${journal}`, timeout: TIMEOUT });
+      await inbox.migrate();
+      const send = await receiver(
+        "Express",
+        inbox.handle((event, tx) => insertEffect(tx, event.id)),
+      );
+      const lock = await holdLock(file, begin);
+      const refused = fresh("refused");
+      expect(await statuses(send, refused)).toEqual([503, 503, 503]);
+      await lock.release();
+      const next = fresh("next");
+      expect(await statuses(send, [...next, ...refused])).toEqual([204, 204, 204, 204, 204, 204]);
+      for (const id of [...next, ...refused]) expect(await effectsOf(client, id)).toBe(1);
+    },
+  );
 
   it("work(): a take refused while locked, then the worker takes, runs, marks a failure and marks done", async () => {
     const { file, client } = await libsqlFile();
