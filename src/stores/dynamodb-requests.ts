@@ -15,3 +15,20 @@ export function bounded(ms: number): { abortSignal: AbortSignal } {
 export function isConditionFailure<Item>(error: unknown): error is { Item?: Item } {
   return (error as { name?: unknown } | null)?.name === "ConditionalCheckFailedException";
 }
+
+/** Whether a transaction was cancelled because its item `index` failed its condition. */
+export function isCancelledBy(error: unknown, index: number): boolean {
+  return cancellations(error)?.[index] === "ConditionalCheckFailed";
+}
+
+/** The code of each item's reason, in order, when `error` is a cancelled transaction; undefined otherwise. */
+export function cancellations(error: unknown): (string | undefined)[] | undefined {
+  const { name, CancellationReasons } = (error ?? {}) as { name?: unknown; CancellationReasons?: { Code?: string }[] };
+  if (name !== "TransactionCanceledException" || !Array.isArray(CancellationReasons)) return undefined;
+  return CancellationReasons.map((reason) => reason?.Code);
+}
+
+/** Whether the endpoint does not know the operation (dynalite, which has no transactions). */
+export function isUnknownOperation(error: unknown): boolean {
+  return (error as { name?: unknown } | null)?.name === "UnknownOperationException";
+}
