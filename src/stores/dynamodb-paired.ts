@@ -2,7 +2,7 @@
 // and the writes that settle it, so that the order store's transaction marks the event's id done
 // in the very request that commits its flag's positions. The id's item and what its states mean
 // stay the dedupe store's (../stores/dynamodb.ts). Internal, not exported by the package.
-import type { DynamoDBClient, TransactWriteItem } from "@aws-sdk/client-dynamodb";
+import type { Delete, DynamoDBClient, Put } from "@aws-sdk/client-dynamodb";
 import type { ClaimResult } from "../store-contract/dedupe-store.js";
 
 /**
@@ -15,16 +15,12 @@ export interface TransactedClaim {
   claim(id: string, lease: number): Promise<{ result: ClaimResult; settle: ClaimSettlement }>;
 }
 
-/** How one claim is settled, inside another store's transaction or, where it cannot be, alone. */
+/** How one claim is settled: the writes, to send in another store's transaction or alone. */
 export interface ClaimSettlement {
   /** The write that marks the id done for `ttl` ms, as DynamoDBDedupeStore's `complete` does. */
-  done(ttl: number): TransactWriteItem;
-  /** The deletion of this claim (by its own token): never another claim, never a done id. */
-  readonly free: TransactWriteItem;
-  /** {@link done}, sent alone. */
-  complete(ttl: number): Promise<void>;
-  /** {@link free}, sent alone; a claim that is no longer this one's is left as it is. */
-  forget(): Promise<void>;
+  done(ttl: number): { Put: Put };
+  /** The deletion of this claim, conditioned on its own token: never another claim, never a done id. */
+  readonly free: { Delete: Delete };
 }
 
 /** Each DynamoDBDedupeStore's, set by its constructor. */

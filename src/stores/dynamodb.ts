@@ -188,14 +188,7 @@ export class DynamoDBDedupeStore implements DedupeStore {
 
   /** How the claim `claim` made of `pk` is settled by another store's transaction. */
   #settlement(pk: string, claim: string): ClaimSettlement {
-    return {
-      done: (ttl) => ({ Put: this.#done(pk, ttl) }),
-      free: { Delete: this.#forgetting(pk, claim) },
-      complete: async (ttl) => {
-        await this.#client.send(new PutItemCommand(this.#done(pk, ttl)), this.#bounded());
-      },
-      forget: () => this.#forget(pk, claim),
-    };
+    return { done: (ttl) => ({ Put: this.#done(pk, ttl) }), free: { Delete: this.#forgetting(pk, claim) } };
   }
 
   async release(id: string): Promise<void> {

@@ -5,6 +5,7 @@
 // flag.deleted resets them all), so the unit the hold protects is the flag.
 import {
   type AttributeValue,
+  DeleteItemCommand,
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
@@ -213,7 +214,9 @@ export class DynamoDBOrderStore implements OrderStore {
     }
     // Without transactions, the done mark follows the commit. Its failure leaves the id claimed
     // until its lease ends: a copy after that finds the positions written, and is stale.
-    if (settling && also === undefined) await settling.settle.complete(settling.ttl).catch(() => undefined);
+    if (settling && also === undefined) {
+      await this.#send(new PutItemCommand(settling.settle.done(settling.ttl).Put)).catch(() => undefined);
+    }
   }
 
   /** Ends the hold, and with `settling` frees its claim: in one transaction when it can. */
@@ -228,14 +231,21 @@ export class DynamoDBOrderStore implements OrderStore {
           // One of the two was no longer this delivery's (a hold that ran out, a claim that lapsed):
           // the other goes alone.
           if (reasons[0] === "None") await this.#unhold(pk, token);
-          if (reasons[1] === "None") await settling.settle.forget();
+          if (reasons[1] === "None") await this.#forget(settling);
           return;
         }
         if (!isUnknownOperation(error)) throw error;
         this.#transactions = false;
       }
     }
-    await Promise.allSettled([this.#unhold(pk, token), settling.settle.forget()]);
+    await Promise.allSettled([this.#unhold(pk, token), this.#forget(settling)]);
+  }
+
+  /** Deletes the claim `settling` settles, alone, if it is still that claim. */
+  async #forget(settling: Settling): Promise<void> {
+    await this.#send(new DeleteItemCommand(settling.settle.free.Delete)).catch((error: unknown) => {
+      if (!isConditionFailure(error)) throw error;
+    });
   }
 
   /**
@@ -334,7 +344,9 @@ export class DynamoDBOrderStore implements OrderStore {
    * Sends a command, or a transaction of `transact`'s writes (whose SDK-made ClientRequestToken
    * makes the SDK's retry of a transaction that landed succeed without writing again).
    */
-  async #send(command: PutItemCommand | UpdateItemCommand | { transact: TransactWriteItem[] }): Promise<void> {
+  async #send(
+    command: PutItemCommand | UpdateItemCommand | DeleteItemCommand | { transact: TransactWriteItem[] },
+  ): Promise<void> {
     const sent = "transact" in command ? new TransactWriteItemsCommand({ TransactItems: command.transact }) : command;
     await this.#client.send(sent as PutItemCommand, bounded(this.#timeout));
   }

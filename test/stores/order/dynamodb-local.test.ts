@@ -199,10 +199,13 @@ describe.skipIf(!availability.available)("DynamoDBOrderStore with DynamoDBDedupe
       const seen: WebhookEvent[] = [];
       const instances = clients.map((client) => receiver(client, scope, { seen }));
       await checkHistory(history, async (delivered) => {
-        // A copy that arrives while the first runs is answered 409 and sent again, as a sender retries.
+        // A copy that arrives while the first runs is answered 409 and sent again a moment later,
+        // as a sender retries (at once, the copies' claims would be most of the run's requests).
         const sendUntilDone = async (event: KnownWebhookEvent, i: number): Promise<number> => {
           const { status } = await (instances[i % 2] as (typeof instances)[number]).send(event);
-          return status === 409 ? sendUntilDone(event, i) : status;
+          if (status !== 409) return status;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          return sendUntilDone(event, i);
         };
         expect(await Promise.all(delivered.map(sendUntilDone))).toEqual(delivered.map(() => 204));
         return seen;
