@@ -10,7 +10,6 @@ import {
   GetItemCommand,
   PutItemCommand,
   type TransactWriteItem,
-  TransactWriteItemsCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import type { FlagPositions } from "../../delivery/order/rule.js";
@@ -19,7 +18,15 @@ import { checkScope, claimToken, scopedKey } from "../../store-contract/keys.js"
 import type { OrderHold, OrderStore } from "../../store-contract/order-store.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { type ClaimSettlement, transactedClaim } from "../dynamodb-paired.js";
-import { bounded, cancellations, isCancelledBy, isConditionFailure, isUnknownOperation } from "../dynamodb-requests.js";
+import {
+  bounded,
+  cancellations,
+  isCancelledBy,
+  isConditionFailure,
+  isTransactionConflict,
+  isUnknownOperation,
+  sendTransaction,
+} from "../dynamodb-requests.js";
 import { cut, readParts, type Stored, storedIn, writeParts } from "./dynamodb-parts.js";
 import { Watched } from "./dynamodb-watched.js";
 import { type Attempt, Turns } from "./turns.js";
@@ -292,6 +299,8 @@ export class DynamoDBOrderStore implements OrderStore {
       }
       return { hold: { positions: text === undefined ? undefined : (JSON.parse(text) as FlagPositions), stored } };
     } catch (error) {
+      // A transaction (another instance's commit) was writing the item at that moment: it is held.
+      if (isTransactionConflict(error)) return { left: undefined };
       if (!isConditionFailure<Record<string, AttributeValue>>(error)) throw error;
       // DynamoDB returns the item that failed the condition; an emulator without
       // ReturnValuesOnConditionCheckFailure (dynalite) does not, so it is read.
@@ -340,15 +349,15 @@ export class DynamoDBOrderStore implements OrderStore {
     await this.#send(also ? { transact: [{ Put: put }, also] } : new PutItemCommand(put));
   }
 
-  /**
-   * Sends a command, or a transaction of `transact`'s writes (whose SDK-made ClientRequestToken
-   * makes the SDK's retry of a transaction that landed succeed without writing again).
-   */
+  /** Sends a command, or a transaction of `transact`'s writes ({@link sendTransaction}). */
   async #send(
     command: PutItemCommand | UpdateItemCommand | DeleteItemCommand | { transact: TransactWriteItem[] },
   ): Promise<void> {
-    const sent = "transact" in command ? new TransactWriteItemsCommand({ TransactItems: command.transact }) : command;
-    await this.#client.send(sent as PutItemCommand, bounded(this.#timeout));
+    if (!("transact" in command)) {
+      await this.#client.send(command as PutItemCommand, bounded(this.#timeout));
+      return;
+    }
+    await sendTransaction(this.#client, command.transact, this.#timeout);
   }
 
   /** Reads the hold on the flag's item `pk`. */
