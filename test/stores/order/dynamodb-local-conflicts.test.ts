@@ -87,7 +87,12 @@ const proxied = () => {
 
 describe.skipIf(!availability.available)("DynamoDBOrderStore meeting a transaction under way", () => {
   it("a hold refused with TransactionConflictException waits and looks again, as for a flag held", async () => {
-    const store = new DynamoDBOrderStore(proxied(), { table: (db as DynamoDBLocal).table, scope: "conflicts" });
+    // Bounds long enough for a loaded machine: what is under test is what each answer is, not how fast.
+    const store = new DynamoDBOrderStore(proxied(), {
+      table: (db as DynamoDBLocal).table,
+      scope: "conflicts",
+      timeout: "30s",
+    });
     conflicts.push("UpdateItem");
     seen.splice(0);
     const hold = await store.hold("alpha", 60_000);
@@ -102,8 +107,8 @@ describe.skipIf(!availability.available)("DynamoDBOrderStore meeting a transacti
     let runs = 0;
     const handle = webhookHandler({
       secret: SECRET,
-      dedupe: { store: new DynamoDBDedupeStore(client, { table, scope }), ttl: "1h" },
-      order: { store: new DynamoDBOrderStore(client, { table, scope }) },
+      dedupe: { store: new DynamoDBDedupeStore(client, { table, scope, timeout: "30s" }), ttl: "1h", timeout: "30s" },
+      order: { store: new DynamoDBOrderStore(client, { table, scope, timeout: "30s" }), timeout: "60s" },
       onEvent: () => {
         runs++;
       },

@@ -181,7 +181,7 @@ describe.skipIf(!availability.available)("DynamoDBOrderStore with DynamoDBDedupe
     const answer = send(event);
     await running;
     // Another instance waits out the lease on its own clock, takes the flag over and commits.
-    const other = new DynamoDBOrderStore(local().client(), { table: local().table, scope });
+    const other = new DynamoDBOrderStore(local().client(), { table: local().table, scope, timeout: "30s" });
     const taken = await other.hold("dark-mode", 60_000);
     await taken.commit({ fields: {} });
     open();
