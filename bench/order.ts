@@ -21,6 +21,7 @@ import { PostgresInbox } from "../src/stores/postgres/index.js";
 import { SqliteInbox } from "../src/stores/sqlite/index.js";
 import { createEvent, signedRequest } from "../src/testing/index.js";
 import { countedClient, startDynalite, stopDynalite } from "../test/support/dynalite.js";
+import { dynamodbLocalAvailability, startDynamoDBLocal, stopDynamoDBLocal } from "../test/support/dynamodb-local.js";
 import { startPostgres, stopPostgres } from "../test/support/postgres-server.js";
 import { startRedis, stopRedis } from "../test/support/redis-server.js";
 
@@ -183,6 +184,29 @@ if (redis) {
     true,
   );
   await stopDynalite(dynalite);
+}
+
+// The same on AWS's DynamoDB Local, which has TransactWriteItems: there the ordered delivery ends
+// in one transaction (the done mark with the commit). It serves from a JVM apart, so the µs are
+// this process's alone (the SDK's and the receiver's).
+if (dynamodbLocalAvailability().available) {
+  const local = await startDynamoDBLocal();
+  const { client, sent } = countedClient(local);
+  const receiver = (scope: string, order: boolean) =>
+    webhookHandler({
+      secret: SECRET,
+      dedupe: { store: new DynamoDBDedupeStore(client, { table: local.table, scope }), ttl: "1h" },
+      ...(order && { order: { store: new DynamoDBOrderStore(client, { table: local.table, scope }) } }),
+      onEvent: () => {},
+    });
+  const count = Math.min(N, 1000);
+  pair(
+    "DynamoDB Local, dedupe on DynamoDBDedupeStore",
+    await measure(receiver("plain", false), sent, count),
+    await measure(receiver("ordered", true), sent, count),
+    true,
+  );
+  await stopDynamoDBLocal(local);
 }
 
 // Postgres: the inbox's handle(), with and without order, on a pg Pool whose clients count statements.

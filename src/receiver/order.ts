@@ -81,18 +81,20 @@ export function claimWithHold(
   const { store } = dedupe;
   let hold: OrderHold | undefined;
   let taken = false;
+  // With a hold that settles the claim: once its end was sent, the id is marked done or freed by it.
+  let settled = false;
   const claiming: DedupeStore = {
     async claim(id, lease) {
       // The flag keyed by the same rule as an unpaired hold's (see orderDelivery).
-      const both = await paired(id, lease, await storedId(flag), settings.lease);
-      hold = both.hold;
+      const both = await paired(id, lease, await storedId(flag), settings.lease, dedupe.ttl);
+      hold = both.hold && both.settles === true ? settling(both.hold, () => (settled = true)) : both.hold;
       return both.claim;
     },
-    complete: (id, ttl) => store.complete(id, ttl),
+    complete: (id, ttl) => (settled ? undefined : store.complete(id, ttl)),
     release(id) {
       // A claim the receiver gave up on (it came too late) holds its flag for nobody.
       if (!taken) void hold?.release();
-      return store.release(id);
+      return settled ? Promise.resolve() : store.release(id);
     },
   };
   return {
@@ -100,6 +102,21 @@ export function claimWithHold(
     held() {
       taken = true;
       return hold;
+    },
+  };
+}
+
+/** `hold`, which calls `ended` once its commit wrote (the id marked done with it) or its release was sent. */
+function settling(hold: OrderHold, ended: () => void): OrderHold {
+  return {
+    positions: hold.positions,
+    async commit(next) {
+      await hold.commit(next);
+      ended();
+    },
+    release() {
+      ended();
+      return hold.release();
     },
   };
 }

@@ -28,10 +28,13 @@ export interface OrderStore {
    */
   readonly retention: number;
   /**
-   * Optional: a way to claim an event's id on `dedupe` and hold its flag in one request, when this
-   * store and `dedupe` share a backend (a RedisOrderStore and a RedisDedupeStore on one client).
-   * Undefined when it cannot: the receiver then claims, then holds. Asked once, when a receiver
-   * with both `dedupe` and `order` is made.
+   * Optional: a way to claim an event's id on `dedupe` and hold its flag together, when this
+   * store and `dedupe` share a backend: in one request (a RedisOrderStore and a RedisDedupeStore
+   * on one client), or with a hold whose end settles the claim too (`settles`: its commit marks
+   * `id` done for `ttl` ms, its release frees the claim, each in the request that ends the hold; a
+   * DynamoDBOrderStore and a DynamoDBDedupeStore on one client and table). Undefined when it
+   * cannot: the receiver then claims, then holds. Asked once, when a receiver with both `dedupe`
+   * and `order` is made.
    */
   pairedClaim?(
     dedupe: DedupeStore,
@@ -41,15 +44,17 @@ export interface OrderStore {
         claimLease: number,
         flag: string,
         holdLease: number,
-      ) => Promise<{ claim: ClaimResult; hold: OrderHold | undefined }>)
+        ttl: number,
+      ) => Promise<{ claim: ClaimResult; hold: OrderHold | undefined; settles?: boolean }>)
     | undefined;
 }
 
 /**
  * What {@link OrderStore.pairedClaim} gives: claims `id` for `claimLease` ms and, when it is
- * claimed, holds `flag` for `holdLease` ms, in one request; the hold is undefined when the id was
- * not claimed or another delivery holds the flag (the receiver then waits for it with
- * {@link OrderStore.hold}). Internal: derived from the interface, which spells it out.
+ * claimed, holds `flag` for `holdLease` ms; the hold is undefined when the id was not claimed or
+ * another delivery holds the flag (the receiver then waits for it with {@link OrderStore.hold}).
+ * With `settles`, the hold's end marks the id done (for `ttl` ms, the dedupe ttl) or frees it.
+ * Internal: derived from the interface, which spells it out.
  */
 export type PairedClaim = NonNullable<ReturnType<NonNullable<OrderStore["pairedClaim"]>>>;
 

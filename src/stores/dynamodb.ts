@@ -11,6 +11,7 @@ import {
 import type { ClaimResult, DedupeStore } from "../store-contract/dedupe-store.js";
 import { checkScope, claimToken, scopedKey } from "../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
+import { type ClaimSettlement, transacted } from "./dynamodb-paired.js";
 import { bounded, isConditionFailure } from "./dynamodb-requests.js";
 
 export { DynamoDBOrderStore, type DynamoDBOrderStoreOptions } from "./order/dynamodb.js";
@@ -120,12 +121,23 @@ export class DynamoDBDedupeStore implements DedupeStore {
     this.#table = table;
     this.#scope = checkScope(scope, "DynamoDBDedupeStore");
     this.#timeout = timeout === undefined ? 2000 : parseDuration(timeout, "timeout", TIMER_MAX);
+    transacted.set(this, {
+      client,
+      table,
+      claim: async (id, lease) => {
+        const pk = await this.#key(id);
+        const claim = claimToken();
+        return { result: await this.#claim(pk, claim, lease), settle: this.#settlement(pk, claim) };
+      },
+    });
   }
 
   async claim(id: string, lease: number): Promise<ClaimResult> {
-    const pk = await this.#key(id);
-    // This claim's own: a write the SDK sends again (its answer lost) finds it and goes through.
-    const claim = claimToken();
+    return this.#claim(await this.#key(id), claimToken(), lease);
+  }
+
+  /** Claims `pk` with `claim`, this claim's own token: a write the SDK sends again (its answer lost) finds it and goes through. */
+  async #claim(pk: string, claim: string, lease: number): Promise<ClaimResult> {
     // Two tries: where the failure does not return the item, the read that replaces it may find
     // it already gone (released, or lapsed); the claim is then tried once more, and a second miss
     // answers in_flight (the sender retries).
@@ -166,10 +178,17 @@ export class DynamoDBDedupeStore implements DedupeStore {
   }
 
   async complete(id: string, ttl: number): Promise<void> {
-    await this.#client.send(
-      new PutItemCommand({ TableName: this.#table, Item: item(await this.#key(id), DONE, Date.now() + ttl) }),
-      this.#bounded(),
-    );
+    await this.#client.send(new PutItemCommand(this.#done(await this.#key(id), ttl)), this.#bounded());
+  }
+
+  /** The write that marks `pk` done for `ttl` ms. */
+  #done(pk: string, ttl: number): { TableName: string; Item: Record<string, AttributeValue> } {
+    return { TableName: this.#table, Item: item(pk, DONE, Date.now() + ttl) };
+  }
+
+  /** How the claim `claim` made of `pk` is settled by another store's transaction. */
+  #settlement(pk: string, claim: string): ClaimSettlement {
+    return { done: (ttl) => ({ Put: this.#done(pk, ttl) }), free: { Delete: this.#forgetting(pk, claim) } };
   }
 
   async release(id: string): Promise<void> {
@@ -193,19 +212,21 @@ export class DynamoDBDedupeStore implements DedupeStore {
   /** Deletes the claim `claim` made of `pk`, if it is there: never another claim, never a done id. */
   async #forget(pk: string, claim: string): Promise<void> {
     try {
-      await this.#client.send(
-        new DeleteItemCommand({
-          TableName: this.#table,
-          Key: { pk: { S: pk } },
-          ConditionExpression: "#claim = :claim AND #state = :claimed",
-          ExpressionAttributeNames: { "#claim": NAMES["#claim"], "#state": NAMES["#state"] },
-          ExpressionAttributeValues: { ":claim": { S: claim }, ":claimed": { S: CLAIMED } },
-        }),
-        this.#bounded(),
-      );
+      await this.#client.send(new DeleteItemCommand(this.#forgetting(pk, claim)), this.#bounded());
     } catch (error) {
       if (!isConditionFailure(error)) throw error;
     }
+  }
+
+  /** The deletion of the claim `claim` made of `pk`, conditioned on its still being there. */
+  #forgetting(pk: string, claim: string) {
+    return {
+      TableName: this.#table,
+      Key: { pk: { S: pk } },
+      ConditionExpression: "#claim = :claim AND #state = :claimed",
+      ExpressionAttributeNames: { "#claim": NAMES["#claim"], "#state": NAMES["#state"] },
+      ExpressionAttributeValues: { ":claim": { S: claim }, ":claimed": { S: CLAIMED } },
+    };
   }
 
   async #get(pk: string): Promise<Record<string, AttributeValue> | undefined> {

@@ -10,10 +10,10 @@ import {
 import { dedupeTable } from "flag-webhooks/dynamodb";
 
 /**
- * dynalite, an implementation of the DynamoDB API on LevelDB (in memory here), served on a free
- * loopback port from a thread of its own, with the dedupe table created from the exported definition.
+ * A DynamoDB API served locally for a test (dynalite here, AWS's DynamoDB Local in
+ * ./dynamodb-local.ts), with the dedupe table created from the exported definition.
  */
-export interface Dynalite {
+export interface LocalDynamoDB {
   endpoint: string;
   table: string;
   /** A new client, as each receiver instance has its own; destroyed by {@link stopDynalite}. */
@@ -22,9 +22,16 @@ export interface Dynalite {
   item(pk: string): Promise<Record<string, unknown> | undefined>;
   /** Every item whose key starts with `prefix`. */
   items(prefix: string): Promise<Record<string, unknown>[]>;
+  clients: DynamoDBClient[];
+}
+
+/**
+ * dynalite, an implementation of the DynamoDB API on LevelDB (in memory here), served on a free
+ * loopback port from a thread of its own.
+ */
+export interface Dynalite extends LocalDynamoDB {
   /** The thread serving it, ended by {@link stopDynalite}. */
   thread: Worker;
-  clients: DynamoDBClient[];
 }
 
 // Fake credentials for a local endpoint: dynalite checks that a request is signed, not by whom.
@@ -44,7 +51,7 @@ server.listen(0, "127.0.0.1", () => parentPort.postMessage(server.address().port
  * A client of `db` that counts the commands sent through it (a middleware on the SDK's own
  * stack), for the tests and benchmarks that count a delivery's requests.
  */
-export function countedClient(db: Dynalite): { client: DynamoDBClient; sent: () => number } {
+export function countedClient(db: LocalDynamoDB): { client: DynamoDBClient; sent: () => number } {
   const client = db.client();
   let sent = 0;
   client.middlewareStack.add(
@@ -66,7 +73,11 @@ export async function startDynalite(table = "flag-webhooks-dedupe"): Promise<Dyn
     thread.once("message", resolve);
     thread.once("error", reject);
   });
-  const endpoint = `http://127.0.0.1:${port}`;
+  return { ...(await withTable(`http://127.0.0.1:${port}`, table)), thread };
+}
+
+/** The clients and the dedupe table `table` of a local DynamoDB API at `endpoint`, the table created now. */
+export async function withTable(endpoint: string, table: string): Promise<LocalDynamoDB> {
   const clients: DynamoDBClient[] = [];
   const client = (config: DynamoDBClientConfig = {}) => {
     const made = new DynamoDBClient({ ...LOCAL, endpoint, ...config });
@@ -88,7 +99,6 @@ export async function startDynalite(table = "flag-webhooks-dedupe"): Promise<Dyn
     endpoint,
     table,
     client,
-    thread,
     clients,
     async item(pk) {
       const { Item } = await admin.send(

@@ -5,17 +5,30 @@
 // flag.deleted resets them all), so the unit the hold protects is the flag.
 import {
   type AttributeValue,
+  DeleteItemCommand,
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
+  type TransactWriteItem,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import type { FlagPositions } from "../../delivery/order/rule.js";
+import type { DedupeStore } from "../../store-contract/dedupe-store.js";
 import { checkScope, claimToken, scopedKey } from "../../store-contract/keys.js";
 import type { OrderHold, OrderStore } from "../../store-contract/order-store.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
-import { bounded, isConditionFailure } from "../dynamodb-requests.js";
+import { type ClaimSettlement, transactedClaim } from "../dynamodb-paired.js";
+import {
+  bounded,
+  cancellations,
+  isCancelledBy,
+  isConditionFailure,
+  isTransactionConflict,
+  isUnknownOperation,
+  sendTransaction,
+} from "../dynamodb-requests.js";
 import { cut, readParts, type Stored, storedIn, writeParts } from "./dynamodb-parts.js";
+import { Watched } from "./dynamodb-watched.js";
 import { type Attempt, Turns } from "./turns.js";
 
 /** Options of {@link DynamoDBOrderStore}. */
@@ -28,10 +41,21 @@ export interface DynamoDBOrderStoreOptions {
   retention?: number;
   /** How long one request may take, the SDK's retries included, in ms or as a duration (default 2 s). */
   timeout?: number | string;
+  /**
+   * Whether a delivery with a `DynamoDBDedupeStore` on the same client and table ends in one
+   * `TransactWriteItems`: its id marked done with the commit of its flag's positions (3 requests a
+   * delivery, not 4; a transaction costs twice the write units). Default true. An endpoint without
+   * transactions (dynalite) is found out by its answer, `UnknownOperationException`, and the store
+   * then writes them apart for good; `false` never tries.
+   */
+  transactions?: boolean;
 }
 
 /** What a hold read: the flag's positions, and where they were kept (parts to delete once replaced). */
 type Read = { positions: FlagPositions | undefined; stored: Stored };
+
+/** The dedupe claim a hold's end settles too (marked done for `ttl` ms, or freed). */
+type Settling = { settle: ClaimSettlement; ttl: number };
 
 const NAMES = {
   "#holder": "holder",
@@ -75,12 +99,19 @@ export class DynamoDBOrderStore implements OrderStore {
   readonly #timeout: number;
   readonly #turns = new Turns();
   readonly #watched = new Watched();
+  #transactions: boolean;
 
   constructor(client: DynamoDBClient, options: DynamoDBOrderStoreOptions) {
     if (typeof (client as { send?: unknown } | undefined)?.send !== "function") {
       throw new TypeError("flag-webhooks: DynamoDBOrderStore needs a DynamoDBClient from @aws-sdk/client-dynamodb");
     }
-    const { table, scope, retention = 86_400_000, timeout } = options ?? ({} as DynamoDBOrderStoreOptions);
+    const {
+      table,
+      scope,
+      retention = 86_400_000,
+      timeout,
+      transactions = true,
+    } = options ?? ({} as DynamoDBOrderStoreOptions);
     if (typeof table !== "string" || table.length < 3) {
       throw new TypeError('flag-webhooks: DynamoDBOrderStore option "table" must be the name of a DynamoDB table');
     }
@@ -92,25 +123,64 @@ export class DynamoDBOrderStore implements OrderStore {
     this.#scope = checkScope(scope, "DynamoDBOrderStore");
     this.retention = retention;
     this.#timeout = timeout === undefined ? 2000 : parseDuration(timeout, "timeout", TIMER_MAX);
+    this.#transactions = transactions !== false;
   }
 
   async hold(flag: string, lease: number): Promise<OrderHold> {
-    const pk = `order:${await scopedKey(this.#scope, flag)}`;
+    const pk = await this.#pk(flag);
     const token = claimToken();
-    const { positions, stored } = await this.#turns.take(flag, () => this.#attempt(pk, token, lease));
+    return this.#held(flag, pk, token, await this.#turns.take(flag, () => this.#attempt(pk, token, lease)));
+  }
+
+  /**
+   * With a DynamoDBDedupeStore on this client and table (and `transactions` on): its claim, then
+   * one attempt at the hold; a delivery that took both ends with one TransactWriteItems, the id
+   * marked done with the commit (or freed with the release). When the flag is held, the receiver
+   * waits for it with {@link hold}, and that delivery ends as one without dedupe's help does.
+   */
+  pairedClaim(dedupe: DedupeStore): ReturnType<NonNullable<OrderStore["pairedClaim"]>> {
+    const transacted = transactedClaim(dedupe);
+    if (!this.#transactions || transacted?.client !== this.#client || transacted.table !== this.#table) {
+      return undefined;
+    }
+    return async (id, claimLease, flag, holdLease, ttl) => {
+      const { result, settle } = await transacted.claim(id, claimLease);
+      if (result !== "claimed" || !this.#transactions) return { claim: result, hold: undefined };
+      const pk = await this.#pk(flag);
+      const token = claimToken();
+      let found: Attempt<Read>;
+      try {
+        found = await this.#attempt(pk, token, holdLease);
+      } catch {
+        // It may have landed: a hold for nobody. The receiver holds the flag again, and fails there.
+        void this.#unhold(pk, token).catch(() => undefined);
+        return { claim: result, hold: undefined };
+      }
+      if (!("hold" in found)) return { claim: result, hold: undefined };
+      this.#turns.taken(flag);
+      return { claim: result, hold: this.#held(flag, pk, token, found.hold, { settle, ttl }), settles: true };
+    };
+  }
+
+  #pk(flag: string): Promise<string> {
+    return scopedKey(this.#scope, flag).then((key) => `order:${key}`);
+  }
+
+  /** The hold `token` took on `flag` (item `pk`), which read `read`; `settling`: the claim its end settles too. */
+  #held(flag: string, pk: string, token: string, read: Read, settling?: Settling): OrderHold {
     let ended = false;
     const end = () => {
       ended = true;
       this.#turns.ended(flag);
     };
     return {
-      positions,
+      positions: read.positions,
       commit: async (next) => {
         if (ended) throw new Error("flag-webhooks: this hold has ended");
         try {
-          await (next ? this.#write(pk, token, next, stored) : this.#unhold(pk, token));
+          await this.#end(pk, token, next, read.stored, settling);
         } catch (error) {
-          if (isConditionFailure(error))
+          if (isConditionFailure(error) || isCancelledBy(error, 0))
             throw new Error(`flag-webhooks: the hold on flag ${JSON.stringify(flag)} ran out`);
           // A write DynamoDB refused (an item past 400 KB, a throttle, no answer in time) left the
           // hold in place: end it, if still this one's, so the flag's next delivery need not wait
@@ -123,10 +193,66 @@ export class DynamoDBOrderStore implements OrderStore {
       },
       release: async () => {
         if (ended) return;
-        await this.#unhold(pk, token).catch(() => undefined);
+        await this.#release(pk, token, settling).catch(() => undefined);
         end();
       },
     };
+  }
+
+  /**
+   * Writes the positions (or, with none, only ends the hold), and with `settling` marks its id
+   * done: in one transaction, so that a hold that ran out stops the done mark too and the event
+   * runs again on the sender's retry, rather than being marked done unapplied.
+   */
+  async #end(
+    pk: string,
+    token: string,
+    next: FlagPositions | undefined,
+    before: Stored,
+    settling?: Settling,
+  ): Promise<void> {
+    const also = settling && this.#transactions ? settling.settle.done(settling.ttl) : undefined;
+    try {
+      await (next ? this.#write(pk, token, next, before, also) : this.#unhold(pk, token, also));
+    } catch (error) {
+      if (also === undefined || !isUnknownOperation(error)) throw error;
+      this.#transactions = false;
+      return this.#end(pk, token, next, before, settling);
+    }
+    // Without transactions, the done mark follows the commit. Its failure leaves the id claimed
+    // until its lease ends: a copy after that finds the positions written, and is stale.
+    if (settling && also === undefined) {
+      await this.#send(new PutItemCommand(settling.settle.done(settling.ttl).Put)).catch(() => undefined);
+    }
+  }
+
+  /** Ends the hold, and with `settling` frees its claim: in one transaction when it can. */
+  async #release(pk: string, token: string, settling?: Settling): Promise<void> {
+    if (!settling) return this.#unhold(pk, token);
+    if (this.#transactions) {
+      try {
+        return await this.#unhold(pk, token, settling.settle.free);
+      } catch (error) {
+        const reasons = cancellations(error);
+        if (reasons) {
+          // One of the two was no longer this delivery's (a hold that ran out, a claim that lapsed):
+          // the other goes alone.
+          if (reasons[0] === "None") await this.#unhold(pk, token);
+          if (reasons[1] === "None") await this.#forget(settling);
+          return;
+        }
+        if (!isUnknownOperation(error)) throw error;
+        this.#transactions = false;
+      }
+    }
+    await Promise.allSettled([this.#unhold(pk, token), this.#forget(settling)]);
+  }
+
+  /** Deletes the claim `settling` settles, alone, if it is still that claim. */
+  async #forget(settling: Settling): Promise<void> {
+    await this.#send(new DeleteItemCommand(settling.settle.free.Delete)).catch((error: unknown) => {
+      if (!isConditionFailure(error)) throw error;
+    });
   }
 
   /**
@@ -173,6 +299,8 @@ export class DynamoDBOrderStore implements OrderStore {
       }
       return { hold: { positions: text === undefined ? undefined : (JSON.parse(text) as FlagPositions), stored } };
     } catch (error) {
+      // A transaction (another instance's commit) was writing the item at that moment: it is held.
+      if (isTransactionConflict(error)) return { left: undefined };
       if (!isConditionFailure<Record<string, AttributeValue>>(error)) throw error;
       // DynamoDB returns the item that failed the condition; an emulator without
       // ReturnValuesOnConditionCheckFailure (dynalite) does not, so it is read.
@@ -189,14 +317,14 @@ export class DynamoDBOrderStore implements OrderStore {
    * Writes the positions and ends the hold in one request, if the hold is still this one's, or the
    * item is gone (DynamoDB's TTL deleted expired positions under the hold: no one else took it).
    */
-  async #write(pk: string, token: string, next: FlagPositions, before: Stored): Promise<void> {
+  async #write(pk: string, token: string, next: FlagPositions, before: Stored, also?: TransactWriteItem) {
     const expires = Date.now() + this.retention;
     const expiry = { expiresAt: { N: String(Math.ceil(expires / 1000)) }, expiresAtMs: { N: String(expires) } };
     const { attributes, parts } = cut(token, JSON.stringify(next));
     const written = { by: token, count: parts.length };
     if (parts.length > 0) await writeParts(this.#client, this.#table, pk, { by: token, parts, expiry }, this.#timeout);
     try {
-      await this.#put(pk, token, { ...attributes, ...expiry });
+      await this.#put(pk, token, { ...attributes, ...expiry }, also);
     } catch (error) {
       // Parts no flag item names: deleted now rather than kept until their expiry.
       void writeParts(this.#client, this.#table, pk, { delete: written }, this.#timeout).catch(() => undefined);
@@ -206,18 +334,30 @@ export class DynamoDBOrderStore implements OrderStore {
     void writeParts(this.#client, this.#table, pk, { delete: before }, this.#timeout).catch(() => undefined);
   }
 
-  /** Puts the flag's item (no hold on it), if the hold is still `token`'s or the item is gone. */
-  async #put(pk: string, token: string, attributes: Record<string, AttributeValue>): Promise<void> {
-    await this.#client.send(
-      new PutItemCommand({
-        TableName: this.#table,
-        Item: { pk: { S: pk }, ...attributes },
-        ConditionExpression: "attribute_not_exists(#pk) OR #holder = :token",
-        ExpressionAttributeNames: { "#pk": "pk", "#holder": NAMES["#holder"] },
-        ExpressionAttributeValues: { ":token": { S: token } },
-      }),
-      bounded(this.#timeout),
-    );
+  /**
+   * Puts the flag's item (no hold on it), if the hold is still `token`'s or the item is gone; with
+   * `also`, in one transaction with it.
+   */
+  async #put(pk: string, token: string, attributes: Record<string, AttributeValue>, also?: TransactWriteItem) {
+    const put = {
+      TableName: this.#table,
+      Item: { pk: { S: pk }, ...attributes },
+      ConditionExpression: "attribute_not_exists(#pk) OR #holder = :token",
+      ExpressionAttributeNames: { "#pk": "pk", "#holder": NAMES["#holder"] },
+      ExpressionAttributeValues: { ":token": { S: token } },
+    };
+    await this.#send(also ? { transact: [{ Put: put }, also] } : new PutItemCommand(put));
+  }
+
+  /** Sends a command, or a transaction of `transact`'s writes ({@link sendTransaction}). */
+  async #send(
+    command: PutItemCommand | UpdateItemCommand | DeleteItemCommand | { transact: TransactWriteItem[] },
+  ): Promise<void> {
+    if (!("transact" in command)) {
+      await this.#client.send(command as PutItemCommand, bounded(this.#timeout));
+      return;
+    }
+    await sendTransaction(this.#client, command.transact, this.#timeout);
   }
 
   /** Reads the hold on the flag's item `pk`. */
@@ -235,60 +375,20 @@ export class DynamoDBOrderStore implements OrderStore {
     return Item;
   }
 
-  /** Ends the hold, writing nothing, if it is still this one's. */
-  async #unhold(pk: string, token: string): Promise<void> {
-    await this.#client.send(
-      new UpdateItemCommand({
-        TableName: this.#table,
-        Key: { pk: { S: pk } },
-        UpdateExpression: "REMOVE #holder, #lease, #leaseEnds",
-        ConditionExpression: "#holder = :token",
-        ExpressionAttributeNames: {
-          "#holder": NAMES["#holder"],
-          "#lease": NAMES["#lease"],
-          "#leaseEnds": NAMES["#leaseEnds"],
-        },
-        ExpressionAttributeValues: { ":token": { S: token } },
-      }),
-      bounded(this.#timeout),
-    );
-  }
-}
-
-/** How many holds an instance watches at most: one per flag its deliveries wait for. */
-const WATCHED_MAX = 10_000;
-
-/**
- * The holds of other deliveries this instance has found on flags it waits for, each with when it
- * was first seen on this instance's clock. Instances' clocks differ, so a lease's end written by
- * the holder's clock cannot be compared with the waiter's: as AWS's DynamoDB Lock Client does, a
- * waiter takes a hold over only once it has seen the same hold (its token) unchanged for the whole
- * lease on its own clock. Kept per store instance, so a delivery that gave up (503) and is retried
- * does not start the count again; a hold that changed hands starts it again.
- */
-class Watched {
-  readonly #seen = new Map<string, { token: string; lease: number; since: number }>();
-
-  /** Notes that `token` holds `pk`; answers how long, in ms, before this instance may take it over. */
-  see(pk: string, token: string, lease: number, now: number): number {
-    let seen = this.#seen.get(pk);
-    if (seen?.token !== token) {
-      seen = { token, lease, since: now };
-      this.#seen.delete(pk);
-      if (this.#seen.size >= WATCHED_MAX) this.#seen.delete(this.#seen.keys().next().value as string);
-      this.#seen.set(pk, seen);
-    }
-    return Math.max(0, seen.since + seen.lease - now);
-  }
-
-  /** The hold of `pk` this instance has seen unchanged for its whole lease, if any: the one it may take over. */
-  lapsed(pk: string, now: number): string | undefined {
-    const seen = this.#seen.get(pk);
-    return seen !== undefined && now - seen.since >= seen.lease ? seen.token : undefined;
-  }
-
-  /** This instance took `pk`: whatever it watched there is gone. */
-  forget(pk: string): void {
-    this.#seen.delete(pk);
+  /** Ends the hold, writing nothing, if it is still this one's; with `also`, in one transaction with it. */
+  async #unhold(pk: string, token: string, also?: TransactWriteItem): Promise<void> {
+    const update = {
+      TableName: this.#table,
+      Key: { pk: { S: pk } },
+      UpdateExpression: "REMOVE #holder, #lease, #leaseEnds",
+      ConditionExpression: "#holder = :token",
+      ExpressionAttributeNames: {
+        "#holder": NAMES["#holder"],
+        "#lease": NAMES["#lease"],
+        "#leaseEnds": NAMES["#leaseEnds"],
+      },
+      ExpressionAttributeValues: { ":token": { S: token } },
+    };
+    await this.#send(also ? { transact: [{ Update: update }, also] } : new UpdateItemCommand(update));
   }
 }
