@@ -1140,6 +1140,22 @@ describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
     expect(outcome).toMatchObject({ error: { code: "store_unavailable", cause: { code: "25P02" } } });
   });
 
+  it("an InboxClient whose handler commits through tx gets 503, and why: the inbox's transaction was ended by the handler", async () => {
+    const { client } = split(pgPool(2), pgPool(2));
+    const inbox = new PostgresInbox(client, { scope: "ended-by-handler" });
+    const outcome = await settled(
+      inbox.handle(async (_event, tx) => {
+        await tx.query("commit");
+      })({ id: newId() } as WebhookEvent),
+    );
+    expect(outcome).toMatchObject({
+      error: {
+        code: "store_unavailable",
+        cause: { message: expect.stringContaining("the inbox's transaction was ended by the handler") },
+      },
+    });
+  });
+
   it("pg Pool: a connection lost under the handler is the store's failure (503), whatever the handler throws, and is not reused", async () => {
     const pool = pgPool(1);
     const inbox = new PostgresInbox(pool, { scope: "lost-connection" });

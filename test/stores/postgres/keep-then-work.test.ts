@@ -116,7 +116,11 @@ describe.skipIf(skip !== undefined)("PostgresInbox.enqueue() when Postgres canno
     });
     const refused = await send(eventJson("evt_down"));
     expect(refused.status).toBe(503);
-    expect(refused.json?.error?.code).toBe("store_unavailable");
+    // The answer names the store that failed.
+    expect(refused.json?.error).toMatchObject({
+      code: "store_unavailable",
+      message: "the Postgres inbox is unavailable; retry later",
+    });
     expect(refused.headers["retry-after"]).toBeDefined();
   });
 });

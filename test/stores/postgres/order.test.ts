@@ -82,6 +82,24 @@ describe.skipIf(!availability.available)("PostgresInbox with order", () => {
     ]);
   });
 
+  it("an event that takes no part in order (an unknown type) is handled once, and no flag's positions are kept for it", async () => {
+    const scope = `order-${++runs}`;
+    const inbox = new PostgresInbox(pool, { scope, order: true });
+    await inbox.migrate();
+    const seen: string[] = [];
+    const onEvent = inbox.handle(async (event) => void seen.push(event.id));
+    const unknown = {
+      ...createEvent("flag.created", { id: "evt_unknown" }),
+      type: "unknown",
+      originalType: "flag.archived",
+    };
+    expect(await onEvent(unknown as WebhookEvent)).toBeUndefined();
+    await onEvent(unknown as WebhookEvent);
+    expect(seen).toEqual(["evt_unknown"]);
+    const kept = await pool.query("select flag from flag_webhooks_inbox_positions where scope = $1", [scope]);
+    expect(kept.rows).toEqual([]);
+  });
+
   it("prune() deletes the scope's expired positions with its expired ids, and no other scope's", async () => {
     const scope = `order-${++runs}`;
     const expiring = new PostgresInbox(pool, { scope, order: true, retention: 1 });
