@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { type Client, createClient } from "@libsql/client";
 import Database from "better-sqlite3";
@@ -41,16 +42,27 @@ afterAll(async () => {
 /**
  * Another process (Node, better-sqlite3) that holds `file`'s write lock (BEGIN IMMEDIATE), or with
  * `begin` another lock, from when this resolves until `release()`, which rolls back, and resolves
- * once the process is gone.
+ * once the process is gone. With `releaseAfter`, the process itself rolls back `ms` after it took
+ * the lock, having first created the file `released`: whether the lock is still held is then known
+ * here without this process's event loop, which a test watches.
  */
-async function holdLock(file: string, begin = "begin immediate"): Promise<{ release(): Promise<void> }> {
+async function holdLock(
+  file: string,
+  begin = "begin immediate",
+  releaseAfter?: { ms: number; released: string },
+): Promise<{ release(): Promise<void> }> {
   const script = `
     const db = new (require("better-sqlite3"))(process.argv[1]);
     db.exec(process.argv[2]);
     process.on("SIGTERM", () => { db.exec("rollback"); db.close(); process.exit(0); });
     process.stdout.write("locked\\n");
+    if (process.argv[3]) setTimeout(() => {
+      require("node:fs").writeFileSync(process.argv[4], "");
+      db.exec("rollback");
+    }, Number(process.argv[3]));
     setInterval(() => {}, 60000);`;
-  const holder: Started = startProcess(process.execPath, ["-e", script, file, begin], { cwd: root });
+  const timed = releaseAfter ? [String(releaseAfter.ms), releaseAfter.released] : [];
+  const holder: Started = startProcess(process.execPath, ["-e", script, file, begin, ...timed], { cwd: root });
   closing.push(() => holder.kill());
   await untilPrinted("the process that holds the write lock", holder, "locked");
   return { release: () => holder.stop() };
@@ -180,6 +192,55 @@ describe("SqliteInbox on @libsql/client (a local file) after SQLITE_BUSY", () =>
       expect(await effectsOf(client, id)).toBe(1);
     }
     expect((await inbox.kept(ids[3] as string))?.attempts).toBe(2);
+  });
+});
+
+// The server keeps serving while a delivery waits for the write lock: libSQL runs a local file's
+// statements synchronously under its promises, so a wait inside SQLite (its busy_timeout) would
+// stop this whole process, every other request and timer with it, for as long as another process
+// holds the lock. A timer armed once the inbox begins its transaction must fire while the other
+// process still holds the lock (ordering: the holder creates a file before it releases it), and
+// the delivery, which waited, is then kept.
+describe("SqliteInbox on @libsql/client (a local file) waiting for the write lock", () => {
+  /** How long the other process holds the lock: well within the inbox's timeout. */
+  const HOLD = 1000;
+
+  it("enqueue(): the event loop runs while the delivery waits, then 202 and kept", async () => {
+    const { file, client } = await libsqlFile();
+    // The inbox's client, which tells (once watched) when the inbox begins a transaction: its wait for the lock.
+    let began: (() => void) | undefined;
+    const watched = new Proxy(client, {
+      get(target, name) {
+        const value = Reflect.get(target, name, target);
+        if (typeof value !== "function") return value;
+        if (name === "transaction") {
+          return (...args: unknown[]) => {
+            began?.();
+            return value.apply(target, args);
+          };
+        }
+        return value.bind(target);
+      },
+    });
+    const inbox = new SqliteInbox(watched, { scope: "busy-loop", timeout: 2 * HOLD });
+    await inbox.migrate();
+    const send = await receiver("fetch", inbox.enqueue({ groupCommit: false }));
+    const released = databaseFile("released");
+    await holdLock(file, "begin immediate", { ms: HOLD, released });
+    const beginning = new Promise<void>((resolve_) => {
+      began = resolve_;
+    });
+    const id = `evt_waits_${randomUUID()}`;
+    const delivery = send(eventJson(id));
+    await beginning;
+    // A timer due at once: it runs when the event loop next turns.
+    const lockHeldWhenTimerRan = await new Promise<boolean>((resolve_) =>
+      setTimeout(() => resolve_(!existsSync(released)), 0),
+    );
+    expect(lockHeldWhenTimerRan).toBe(true);
+    expect((await delivery).status).toBe(202);
+    expect(existsSync(released)).toBe(true);
+    expect((await inbox.kept(id))?.state).toBe("pending");
   });
 });
 
