@@ -5,11 +5,12 @@
 // could fail at once with SQLITE_BUSY), and marked with a savepoint, so that COMMIT can see
 // whether the handler ended the inbox's transaction itself.
 import { withTimeout } from "../../util/timeout.js";
-import { busyTimeoutOf, lockWait } from "./busy-timeout.js";
+import { lockWait } from "./busy-timeout.js";
 import { libsqlTx, syncTx } from "./nested.js";
 import { turnsOf } from "./turns.js";
 import type { SqliteAsyncClient, SqliteAsyncTransaction, SqliteConnection, SqliteRow } from "./types.js";
 import {
+  busyTimeoutOn,
   inOne,
   oneWrites,
   preparedOn,
@@ -96,7 +97,7 @@ export function isAsyncClient(db: unknown): db is SqliteAsyncClient {
 export function syncDriver(db: SqliteConnection): InteractiveDriver {
   const connection = db as unknown as SyncShape;
   const statement = preparedOn(connection);
-  const busyTimeout = () => busyTimeoutOf(statement("pragma busy_timeout").all()[0]);
+  const busyTimeout = busyTimeoutOn(connection);
   const rollback = () => {
     try {
       connection.exec("rollback");

@@ -2,6 +2,7 @@
 // each lock another connection holds (BEGIN IMMEDIATE, a rollback journal's COMMIT, a read) is
 // tried with the busy_timeout at 0, and tried again after pauses, the app's own busy_timeout put
 // back at once; and the one-statement writes of keep-then-work built on them.
+import { busyTimeoutOf } from "./busy-timeout.js";
 import type { InteractiveDriver, Param } from "./drivers.js";
 import { isBusy, pause, type Turns } from "./turns.js";
 import type { SqliteRow } from "./types.js";
@@ -13,6 +14,28 @@ const MOST_PAUSE = 25;
 export interface SyncShape {
   prepare(sql: string): { all(...params: Param[]): SqliteRow[]; run(...params: Param[]): unknown };
   exec(sql: string): unknown;
+}
+
+/**
+ * Reads the connection's busy_timeout (the app's own, to put back), through a statement prepared
+ * at the first read (a pragma's first run gives the value it was prepared with): the value alone
+ * where the driver plucks it (better-sqlite3), sparing a row object on every write.
+ */
+export function busyTimeoutOn(connection: SyncShape): () => number {
+  let read: (() => unknown) | undefined;
+  return () => {
+    if (!read) {
+      const statement = connection.prepare("pragma busy_timeout") as Partial<Plucks> & ReturnType<SyncShape["prepare"]>;
+      const plucked = typeof statement.pluck === "function" ? statement.pluck() : undefined;
+      read = plucked ? () => ({ timeout: plucked.get() }) : () => statement.all()[0];
+    }
+    return busyTimeoutOf(read() as SqliteRow | undefined);
+  };
+}
+
+/** A better-sqlite3 statement's pluck(): its reads give the first column's value alone. */
+interface Plucks {
+  pluck(): { get(): unknown };
 }
 
 /**
