@@ -250,7 +250,9 @@ const worker = inbox.work(
       (tx as KeepDb).prepare("insert into billing_sync (event_id, flag) values (?, ?)").run(event.id, event.data.flag);
     }
   },
-  { retries: ["2s", "2s"], jitter: 0, interval: "100ms" },
+  // The first retry waits long enough for the command below to list the event between attempts,
+  // even on a loaded machine, where starting a Node process can take seconds.
+  { retries: ["6s", "1s"], jitter: 0, interval: "100ms" },
 );
 console.log(`\nKeep then work: ${appUrl}/keep keeps each event in ${keepFile} before its 202; a worker runs it`);
 console.log("   (its handler fails twice: the billing API it calls is down)");

@@ -46,9 +46,7 @@ export const HELD_END = Symbol.for("flag-webhooks.held-end");
  */
 export function watchAnswer(res: ServerResponse, accepted: Accepted, endsHandler: boolean): boolean {
   if (res.writableEnded || res.destroyed) return false;
-  const watch = new AnswerWatch(res, accepted, endsHandler);
-  // on, not once: a once wrapper is two more objects per answer, and #restore takes the listener off.
-  res.on("close", watch.closed);
+  new AnswerWatch(res, accepted, endsHandler);
   return true;
 }
 
@@ -230,6 +228,12 @@ class AnswerWatch implements Watcher {
     return passOn(res, this.#taken, "destroy", [error]) as ServerResponse;
   }
 
+  /** Every event the response emits passes here while it is watched; its "close" is looked at first. */
+  emit(res: ServerResponse, args: Args): boolean {
+    if (args[0] === "close") this.#closed();
+    return passOn(res, this.#taken, "emit", args) as boolean;
+  }
+
   /**
    * The connection closed before the answer ended. Cut by the server's own code after the answer
    * began: that answer is cut, and the route finished with it. Closed by the client, or cut by
@@ -237,7 +241,7 @@ class AnswerWatch implements Watcher {
    * on), and its claim stands until it ends it; but a route may never answer a client that is
    * gone, so the delivery's record ends.
    */
-  readonly closed = (): void => {
+  #closed(): void {
     if (this.#over) return;
     const began = this.#holding || this.#res.headersSent;
     if (!began || this.#clientLeft()) {
@@ -247,7 +251,7 @@ class AnswerWatch implements Watcher {
     this.#over = true;
     this.#restore();
     void this.#report(undefined);
-  };
+  }
 
   /**
    * Whether the connection closed while the handler may still work: the client closed it (it sent
@@ -294,8 +298,6 @@ class AnswerWatch implements Watcher {
   #restore(): void {
     const res = this.#res;
     giveBack(res, this.#taken, this.#headers);
-    // Stryker disable next-line StringLiteral: equivalent: a listener left behind finds the answer over and returns
-    res.off("close", this.closed);
     // Only a held answer was made to read as sent (an answer decided at once never was).
     // Stryker disable next-line ConditionalExpression: equivalent: an answer never held has nothing below to undo (deleting an absent property does nothing)
     if (!this.#holding) return;
@@ -326,7 +328,8 @@ class AnswerWatch implements Watcher {
       }
       if (this.#head) res.writeHead(...(this.#head as Parameters<ServerResponse["writeHead"]>));
       else res.statusCode = this.#fixed as number;
-      for (const args of this.#held?.writes ?? []) (res.write as (...args: Args) => boolean)(...args);
+      const held = this.#held;
+      if (held) for (const args of held.writes) (res.write as (...args: Args) => boolean)(...args);
       (res.end as (...args: Args) => ServerResponse)(...endArgs);
     } catch (error) {
       res.destroy(error as Error);

@@ -20,6 +20,7 @@ const HEADER_METHODS = [
   ["removeHeader", "remove"],
 ] as const;
 export type HeaderMethod = (typeof HEADER_METHODS)[number][0];
+const HEAD_METHODS = HEADER_METHODS.map(([method]) => method);
 
 /** What answers for a watched response's methods (the answer's watch). */
 export interface Watcher {
@@ -30,6 +31,8 @@ export interface Watcher {
   destroy(res: ServerResponse, error?: Error): ServerResponse;
   /** A change to the head through `method` (refused with `verb` while a head is held). */
   header(res: ServerResponse, method: HeaderMethod, verb: string, args: Args): unknown;
+  /** An event the response emits ("close" tells the watch the connection closed). */
+  emit(res: ServerResponse, args: Args): boolean;
 }
 
 type Call = (watch: Watcher, res: ServerResponse, args: Args) => unknown;
@@ -44,6 +47,9 @@ const CALLS: Record<string, Call> = {
   write: (watch, res, args) => watch.write(res, args),
   end: (watch, res, args) => watch.end(res, args),
   destroy: (watch, res, args) => watch.destroy(res, args[0] as Error | undefined),
+  // The response's "close", seen as it is emitted: a listener added and taken off per answer
+  // costs more (the response's table of listeners grows and shrinks for each delivery).
+  emit: (watch, res, args) => watch.emit(res, args),
   ...Object.fromEntries(
     HEADER_METHODS.map(([method, verb]): [string, Call] => [
       method,
@@ -54,19 +60,26 @@ const CALLS: Record<string, Call> = {
 
 /**
  * The watches of a watched response, in the order they took it: one, but for two receivers on the
- * same route. Each took the methods with the functions of its place in this list, so a method
+ * same route. Each took the methods with the functions of its place in this order, so a method
  * kept by a wrapper put between them (compression's, between two receivers) still reaches the
- * watch it was taken from, and the response's own methods the last one.
+ * watch it was taken from, and the response's own methods the last one. The first is kept apart
+ * from the others: it is all but always the only one, and needs no list made for it.
  */
-const WATCHES = Symbol("flag-webhooks.answer-watches");
-type Watched = ServerResponse & { [WATCHES]?: Watcher[] };
+const FIRST = Symbol("flag-webhooks.answer-watch");
+const MORE = Symbol("flag-webhooks.answer-watches");
+type Watched = ServerResponse & { [FIRST]?: Watcher; [MORE]?: Watcher[] };
 type Methods = Record<string, unknown>;
+
+/** The watch at `depth` on `res`. */
+function watchAt(res: Watched, depth: number): Watcher {
+  return (depth === 0 ? res[FIRST] : (res[MORE] as Watcher[])[depth - 1]) as Watcher;
+}
 
 /** Method `name` of the watch at `depth` on every watched response. */
 function shared(name: string, depth: number) {
   const call = CALLS[name] as Call;
   return function watched(this: Watched, ...args: Args): unknown {
-    return call((this[WATCHES] as Watcher[])[depth] as Watcher, this, args);
+    return call(watchAt(this, depth), this, args);
   };
 }
 
@@ -78,33 +91,37 @@ function sharedAt(depth: number): Methods {
   return SHARED[depth];
 }
 
-/** Methods taken from a response, to put back and to pass calls on to. */
-export interface Taken {
-  readonly original: Methods;
-  /** The watched methods that replaced them. */
-  readonly shared: Methods;
-}
-
-const HEAD_METHODS = HEADER_METHODS.map(([method]) => method);
+/**
+ * The methods a watch took from a response, each by its name, to put back and to pass calls on
+ * to, and the watched ones that replaced them (`shared`). One object per taking, and no more.
+ */
+export type Taken = Methods & { readonly shared: Methods };
 
 /** Puts `watch` in charge of how `res`'s answer begins, ends or is cut. */
 export function takeAnswer(res: ServerResponse, watch: Watcher): Taken {
   const watched = res as Watched;
-  watched[WATCHES] ??= [];
-  const shared = sharedAt(watched[WATCHES].push(watch) - 1);
+  let depth = 0;
+  if (watched[FIRST] === undefined) {
+    watched[FIRST] = watch;
+  } else {
+    watched[MORE] ??= [];
+    depth = watched[MORE].push(watch);
+  }
   const methods = res as unknown as Methods;
   // Each method by its name, not looped over a list of names: a store under a varying key on a
   // ServerResponse costs V8 more than the rest of the watch (about 2 µs a delivery, profiled).
-  const original = {
+  const taken: Taken = {
     writeHead: methods.writeHead,
     writeHeader: methods.writeHeader,
     flushHeaders: methods.flushHeaders,
     write: methods.write,
     end: methods.end,
     destroy: methods.destroy,
+    emit: methods.emit,
+    shared: sharedAt(depth),
   };
-  putAnswer(res, shared);
-  return { original, shared };
+  putAnswer(res, taken.shared);
+  return taken;
 }
 
 /** Puts `methods`' answer methods on `res`, each by its name. */
@@ -116,11 +133,18 @@ function putAnswer(res: ServerResponse, methods: Methods): void {
   target.write = methods.write;
   target.end = methods.end;
   target.destroy = methods.destroy;
+  target.emit = methods.emit;
 }
 
 /** Puts the same watch in charge of the methods that change `res`'s head (a 2xx is held). */
 export function takeHead(res: ServerResponse, answer: Taken): Taken {
-  return take(res, HEAD_METHODS, answer.shared);
+  const methods = res as unknown as Methods;
+  const taken: Taken = { shared: answer.shared };
+  for (const name of HEAD_METHODS) {
+    taken[name] = methods[name];
+    methods[name] = answer.shared[name];
+  }
+  return taken;
 }
 
 /**
@@ -128,21 +152,13 @@ export function takeHead(res: ServerResponse, answer: Taken): Taken {
  * watched method kept meanwhile still reaches its watch, which once ended passes every call on.
  */
 export function giveBack(res: ServerResponse, answer: Taken, head: Taken | undefined): void {
-  putAnswer(res, answer.original);
-  if (head) Object.assign(res, head.original);
+  putAnswer(res, answer);
+  if (!head) return;
+  const methods = res as unknown as Methods;
+  for (const name of HEAD_METHODS) methods[name] = head[name];
 }
 
 /** Calls the method `name` that was there before the watch took it. */
 export function passOn(res: ServerResponse, taken: Taken, name: string, args: Args): unknown {
-  return (taken.original[name] as (...args: Args) => unknown).apply(res, args);
-}
-
-function take(res: ServerResponse, names: string[], shared: Methods): Taken {
-  const methods = res as unknown as Methods;
-  const original: Methods = {};
-  for (const name of names) {
-    original[name] = methods[name];
-    methods[name] = shared[name];
-  }
-  return { original, shared };
+  return (taken[name] as (...args: Args) => unknown).apply(res, args);
 }

@@ -8,11 +8,18 @@ const root = resolve(import.meta.dirname, "../..");
 it("npm run demo tells the story end to end on the emulator, as promised", () => {
   // npm test builds dist before vitest; the demo imports the built package by name and runs dist/cli.js.
   expect(existsSync(join(root, "dist/emulator.js")), "dist is not built: run npm run build").toBe(true);
-  const output = execFileSync(join(root, "node_modules/.bin/tsx"), ["scripts/demo.ts"], {
-    cwd: root,
-    encoding: "utf8",
-    timeout: 60_000,
-  });
+  let output: string;
+  try {
+    output = execFileSync(join(root, "node_modules/.bin/tsx"), ["scripts/demo.ts"], {
+      cwd: root,
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+  } catch (error) {
+    // The demo's own account of what went wrong is on its stdout and stderr.
+    const { stdout, stderr } = error as { stdout?: string; stderr?: string };
+    throw new Error(`npm run demo failed:\n${stdout ?? ""}\n${stderr ?? ""}`);
+  }
   expect(output).toMatch(/flag\.updated production ← 200 .*on: false → true/);
   expect(output).toMatch(/flag\.updated production \(tampered\) ← 401 \{"error":\{"code":"invalid_signature"/);
   expect(output).toMatch(/flag\.updated production \(redelivery\) ← 204 \n/);

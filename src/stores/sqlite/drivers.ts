@@ -6,6 +6,7 @@
 // whether the handler ended the inbox's transaction itself.
 import { withTimeout } from "../../util/timeout.js";
 import { lockWait } from "./busy-timeout.js";
+import { beginWrite } from "./libsql-begin.js";
 import { libsqlTx, syncTx } from "./nested.js";
 import { turnsOf } from "./turns.js";
 import type { SqliteAsyncClient, SqliteAsyncTransaction, SqliteConnection, SqliteRow } from "./types.js";
@@ -171,12 +172,12 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
 }
 
 /**
- * The driver for an asynchronous client (`@libsql/client`): `transaction("write")` is its BEGIN
- * IMMEDIATE (on a local file, on a connection of its own); each step is bounded by the deadline.
- * On a local file the lock another process holds is waited for by SQLite itself (busy_timeout,
- * set to what is left of the deadline on the connection the transaction takes): a BEGIN that
- * fails with SQLITE_BUSY leaves libSQL's connection unusable ("SQL statements in progress") until
- * the failed statement is garbage-collected, so it must not fail while a wait can still succeed.
+ * The driver for an asynchronous client (`@libsql/client`): `beginWrite` is its BEGIN IMMEDIATE
+ * (on a local file, on a connection of its own); each step is bounded by the deadline. On a local
+ * file the lock another process holds is waited for by SQLite itself (busy_timeout, set to what is
+ * left of the deadline on the connection the transaction takes; libSQL runs a local file's
+ * statements synchronously under its promises, so this process waits with it); one that still
+ * fails leaves the connection as it was (`beginWrite`), and the next delivery begins afresh.
  * The app's own busy_timeout, read first, is put back once the transaction ended, before the turn
  * goes on: the app's statements after it wait by it, never by what was left of an inbox's deadline
  * (a few ms after a delivery that waited for its turn). Inside the transaction the write lock is
@@ -199,7 +200,7 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
         const left = Math.max(1, deadline - Date.now());
         // The client's connection is the one its next transaction takes.
         await wait.beforeBegin(left);
-        tx = await withTimeout(client.transaction("write"), left, expired, (late) => {
+        tx = await withTimeout(beginWrite(client, local), left, expired, (late) => {
           void wait
             .putBack(late)
             .then(() => late.rollback())

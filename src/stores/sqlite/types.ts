@@ -35,7 +35,11 @@ export interface SqliteConnection {
  * interactive write transaction (BEGIN IMMEDIATE) whose `tx` the handler gets.
  */
 export interface SqliteAsyncClient<Tx extends SqliteAsyncTransaction = SqliteAsyncTransaction> {
-  /** `"file"` for a local file (the inbox then sets the busy_timeout of the connection it takes). */
+  /**
+   * `"file"` for a local file of `@libsql/client`: the inbox then sets the busy_timeout of the
+   * connection it takes, and begins with `transaction("deferred")`, then BEGIN IMMEDIATE through
+   * that transaction's `executeMultiple`.
+   */
   readonly protocol?: string;
   execute(statement: { sql: string; args: never[] }): Promise<{ rows: ArrayLike<unknown> }>;
   transaction(mode: "write"): Promise<Tx>;

@@ -38,6 +38,6 @@ describe.concurrent.each(backends)("keep then work through crashes on %s", (back
         unhandled: result.unhandled,
       }).toEqual({ lost: [], doubled: [], parked: 0, notDone: 0, unhandled: [] });
     },
-    90_000,
+    180_000,
   );
 });
