@@ -13,7 +13,8 @@
 //   BENCH_QUICK=1 node bench/keep.mjs       # smoke run
 //
 // Env: FLAG_WEBHOOKS_DIST, BENCH_KEEP_SECONDS (per round, default 2), BENCH_KEEP_ROUNDS (3),
-// BENCH_KEEP_CONCURRENCY (callers at once, default 32), BENCH_RESULTS_FILE (append the markdown).
+// BENCH_KEEP_CONCURRENCY (callers at once, default 32), BENCH_KEEP_ONLY (runs, e.g. sqlite-normal),
+// BENCH_RESULTS_FILE (append the markdown).
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -162,7 +163,18 @@ async function workerRate(inbox, keep, concurrency) {
 
 const range = (values) => `${fmt(Math.min(...values))}–${fmt(Math.max(...values))}`;
 const ratioRange = (values) => `${fmtRatio(Math.min(...values))}–${fmtRatio(Math.max(...values))}`;
-const results = [await postgres(), await sqlite("full"), await sqlite("normal")];
+// BENCH_KEEP_ONLY: a comma list of the runs to make (postgres, sqlite-full, sqlite-normal), all by default.
+const runs = {
+  postgres: () => postgres(),
+  "sqlite-full": () => sqlite("full"),
+  "sqlite-normal": () => sqlite("normal"),
+};
+const only = process.env.BENCH_KEEP_ONLY?.split(",") ?? Object.keys(runs);
+const results = [];
+for (const name of only) {
+  if (!runs[name]) throw new Error(`BENCH_KEEP_ONLY: no run named ${name} (${Object.keys(runs).join(", ")})`);
+  results.push(await runs[name]());
+}
 const markdown = [
   "## Keep then work: accepts and worker throughput",
   "",

@@ -5,11 +5,21 @@
 // could fail at once with SQLITE_BUSY), and marked with a savepoint, so that COMMIT can see
 // whether the handler ended the inbox's transaction itself.
 import { withTimeout } from "../../util/timeout.js";
-import { busyTimeoutOf, lockWait } from "./busy-timeout.js";
+import { lockWait } from "./busy-timeout.js";
 import { beginWrite } from "./libsql-begin.js";
 import { libsqlTx, syncTx } from "./nested.js";
-import { isBusy, pause, turnsOf } from "./turns.js";
+import { turnsOf } from "./turns.js";
 import type { SqliteAsyncClient, SqliteAsyncTransaction, SqliteConnection, SqliteRow } from "./types.js";
+import {
+  busyTimeoutOn,
+  inOne,
+  oneWrites,
+  preparedOn,
+  readWithoutWaiting,
+  type SyncShape,
+  untilLocked,
+  withoutWaiting,
+} from "./without-waiting.js";
 
 /** A value a statement of the inbox binds. */
 export type Param = string | number | null;
@@ -58,18 +68,15 @@ export interface InteractiveDriver {
     expired: () => unknown,
     bound?: { abandoned(): boolean },
   ): Promise<SqliteRow[]>;
+  /**
+   * `write` made now, synchronously, when it can be at once: the rows, committed; undefined when
+   * the turn or the write lock is held (then `write` waits for them), or `bound` is abandoned.
+   */
+  writeNow?(sql: string, params: readonly Param[], bound?: { abandoned(): boolean }): SqliteRow[] | undefined;
 }
 
 /** The savepoint that marks the inbox's transaction; gone if the handler ended it. */
 const MARK = "flag_webhooks_inbox";
-/** The longest pause between two tries of the write lock another process holds. */
-const MOST_PAUSE = 25;
-
-/** A synchronous connection, by its shape. */
-interface SyncShape {
-  prepare(sql: string): { all(...params: Param[]): SqliteRow[]; run(...params: Param[]): unknown };
-  exec(sql: string): unknown;
-}
 
 /** Whether `db` is a synchronous connection ({@link SqliteConnection}). */
 export function isConnection(db: unknown): db is SqliteConnection {
@@ -84,31 +91,6 @@ export function isAsyncClient(db: unknown): db is SqliteAsyncClient {
 }
 
 /**
- * Tries BEGIN IMMEDIATE without waiting, again and again until `deadline`, pausing a few ms
- * between tries: a lock another process holds is waited for without blocking this process (a
- * synchronous driver's own busy_timeout would stop its event loop for as long as it waits). No
- * try once `bound` is abandoned: a synchronous attempt commits in the tick it starts, so a
- * delivery answered 503 meanwhile is never kept after its answer.
- */
-async function untilLocked<T>(
-  attempt: () => T | Promise<T>,
-  deadline: number,
-  expired: () => unknown,
-  bound?: { abandoned(): boolean },
-): Promise<T> {
-  for (let wait = 1; ; wait = Math.min(MOST_PAUSE, wait * 2)) {
-    if (bound?.abandoned()) throw expired();
-    try {
-      return await attempt();
-    } catch (error) {
-      if (!isBusy(error)) throw error;
-      if (Date.now() + wait > deadline) throw expired();
-    }
-    await pause(wait);
-  }
-}
-
-/**
  * The driver for a synchronous connection. Every statement is synchronous, so nothing else runs
  * between the inbox's own; the turn keeps a second transaction (or a statement of the inbox's)
  * out while a handler awaits inside one.
@@ -116,7 +98,7 @@ async function untilLocked<T>(
 export function syncDriver(db: SqliteConnection): InteractiveDriver {
   const connection = db as unknown as SyncShape;
   const statement = preparedOn(connection);
-  const busyTimeout = () => busyTimeoutOf(statement("pragma busy_timeout").all()[0]);
+  const busyTimeout = busyTimeoutOn(connection);
   const rollback = () => {
     try {
       connection.exec("rollback");
@@ -128,11 +110,9 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
   return {
     committed: (sql, params) =>
       turns.free ? readWithoutWaiting(connection, busyTimeout, () => statement(sql).all(...params)) : undefined,
-    write: async (sql, params, deadline, expired, bound) => {
-      const transaction = () => inOne(connection, statement, busyTimeout(), () => statement(sql).all(...params));
-      const free = await turns.take(deadline, expired);
-      return untilLocked(transaction, deadline, expired, bound).finally(free);
-    },
+    ...oneWrites(turns, (sql, params) =>
+      inOne(connection, statement, busyTimeout(), () => statement(sql).all(...params)),
+    ),
     async begin(deadline, expired) {
       const free = await turns.take(deadline, expired);
       // The app's own busy_timeout, read once, and put back after each statement run without it.
@@ -189,97 +169,6 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
       };
     },
   };
-}
-
-/** A connection's statements, each prepared once. */
-function preparedOn(connection: SyncShape): (sql: string) => ReturnType<SyncShape["prepare"]> {
-  const statements = new Map<string, ReturnType<SyncShape["prepare"]>>();
-  return (sql) => {
-    let prepared = statements.get(sql);
-    if (!prepared) {
-      prepared = connection.prepare(sql);
-      statements.set(sql, prepared);
-    }
-    return prepared;
-  };
-}
-
-/**
- * `step` (one statement) in a transaction of its own, committed, for a driver's `write`, with the
- * busy_timeout at 0 (`previous` put back after), to be tried again while the lock is held
- * elsewhere: a lock is never waited for with the event loop stopped. BEGIN IMMEDIATE, the statement
- * and COMMIT run at once, with no await between them, so nothing can run inside this
- * transaction, or end it: it needs no savepoint to be checked at COMMIT (that mark is for a
- * handler, which may), and the busy_timeout is set to 0 once around all three rather than around
- * each. A lock held elsewhere (BUSY at BEGIN, or at a rollback journal's COMMIT) rolls it all
- * back, to be tried again whole. A BEGIN that fails rolls nothing back. BEGIN rather than a statement on its own: inside a
- * transaction the app left open it fails, where a lone statement would join that transaction
- * and not be committed before its answer; and never a lone statement even with no transaction
- * open: while an app's write statement is still being stepped (node:sqlite allows it), SQLite
- * defers a lone statement's commit to that statement's end, where an explicit COMMIT fails. The
- * busy_timeout is set by `exec`, not by a prepared `pragma`: SQLite applies that pragma when it is
- * prepared, so a prepared one that then failed to run would leave the app's value at 0.
- */
-function inOne(
-  connection: SyncShape,
-  statement: (sql: string) => ReturnType<SyncShape["prepare"]>,
-  previous: number,
-  step: () => SqliteRow[],
-): SqliteRow[] {
-  // The busy_timeout set to 0 and back in the same call as BEGIN and as COMMIT (one exec each),
-  // rather than on its own around each.
-  const restore = () => connection.exec(`pragma busy_timeout = ${previous}`);
-  if (previous === 0) statement("begin immediate").run();
-  else {
-    try {
-      connection.exec("pragma busy_timeout = 0; begin immediate");
-    } catch (error) {
-      restore();
-      throw error;
-    }
-  }
-  try {
-    const rows = step();
-    if (previous === 0) statement("commit").run();
-    else connection.exec(`commit; pragma busy_timeout = ${previous}`);
-    return rows;
-  } catch (error) {
-    try {
-      connection.exec("rollback");
-    } catch {
-      // SQLite already rolled back (an I/O error, a full disk): nothing is open.
-    }
-    if (previous !== 0) restore();
-    throw error;
-  }
-}
-
-/**
- * A read made at once, without waiting for a lock (on a rollback journal a writer's COMMIT keeps
- * readers out for its moment): undefined when it is locked out, or fails; the transaction's own
- * read then says which, and answers it.
- */
-function readWithoutWaiting(connection: SyncShape, busyTimeout: () => number, read: () => SqliteRow[]) {
-  try {
-    return withoutWaiting(connection, busyTimeout(), read);
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * Runs `step` (BEGIN IMMEDIATE, COMMIT, a read) with the connection's busy_timeout at 0, so a
- * lock held elsewhere fails at once (and is waited for in untilLocked, the event loop free); the
- * app's own busy_timeout (`previous`) is put back at once.
- */
-function withoutWaiting<T>(connection: SyncShape, previous: number, step: () => T): T {
-  if (previous === 0) return step();
-  connection.exec("pragma busy_timeout = 0");
-  try {
-    return step();
-  } finally {
-    connection.exec(`pragma busy_timeout = ${previous}`);
-  }
 }
 
 /**

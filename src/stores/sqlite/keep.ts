@@ -79,9 +79,21 @@ export function sqliteKeep(transactions: SqliteTransactions, driver: Interactive
       throw error;
     }
   };
+  const { writeNow } = driver;
   return {
     // One writer: one attempt's transaction at a time.
     capacity: 1,
+    queryNow:
+      writeNow &&
+      ((sql, params, bound) => {
+        const statement = positional(sql, params);
+        try {
+          return writeNow(statement.sql, statement.params, bound);
+        } catch (error) {
+          // As in query: no handler runs in it, whatever failed is the store.
+          throw unavailable(error, "SQLite");
+        }
+      }),
     async query(sql, params, bound) {
       if (driver.write) {
         const statement = positional(sql, params);

@@ -13,15 +13,20 @@ export class Turns {
     return !this.#held;
   }
 
+  /** The turn at once, when nobody holds it: the function that gives it back; else undefined. */
+  takeNow(): (() => void) | undefined {
+    if (this.#held) return undefined;
+    this.#held = true;
+    return this.#giver();
+  }
+
   /**
    * Waits for the turn until `deadline` (ms since the epoch); past it, rejects with `expired()`
    * and leaves the queue.
    */
   take(deadline: number, expired: () => unknown): Promise<() => void> {
-    if (!this.#held) {
-      this.#held = true;
-      return Promise.resolve(this.#giver());
-    }
+    const now = this.takeNow();
+    if (now) return Promise.resolve(now);
     return new Promise((resolve, reject) => {
       const waiter = {
         grant: () => {

@@ -60,6 +60,11 @@ export interface KeepDatabase {
    */
   query(sql: string, params: readonly KeepParam[], bound?: KeepBound): Promise<readonly KeepRow[]>;
   /**
+   * `query` made now, synchronously, where the database can (a synchronous SQLite driver, its
+   * turn and write lock free): the rows, committed; undefined when it cannot be now (then `query`).
+   */
+  queryNow?(sql: string, params: readonly KeepParam[], bound?: KeepBound): readonly KeepRow[] | undefined;
+  /**
    * A transaction of its own, whose first statement is `sql`; `flag`, the key of an ordered
    * event's flag when the inbox has `order`, for a database that reads its positions in that
    * statement.

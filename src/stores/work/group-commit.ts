@@ -55,6 +55,22 @@ export async function keepAll(
 }
 
 /**
+ * Keeps one arrival now, synchronously, where the database can (see KeepDatabase.queryNow): what
+ * it found, as keepAll would; undefined when it cannot be kept now (then keepAll).
+ */
+export function keepNow(
+  db: KeepDatabase,
+  sql: KeepStatements,
+  scope: string,
+  arrival: Arrival,
+  bound: KeepBound,
+): Found | undefined {
+  const rows = db.queryNow?.(sql.insert, arrivalParams(scope, arrival), bound);
+  if (!rows) return undefined;
+  return rows.some((row) => String(row.id) === arrival.id) ? "kept" : "there";
+}
+
+/**
  * A bound on keeping (see KeepBound): a delivery's, from its start, or a COMMIT's of several
  * (the earliest deadline, abandoned once any delivery of it is). `abandon()` once its answer left.
  */
@@ -110,6 +126,11 @@ export class GroupCommit<T, R> {
     private readonly commit: (items: readonly T[], bound: Bound) => Promise<readonly R[]>,
     private readonly most: number,
   ) {}
+
+  /** Whether no COMMIT is in flight and nothing waits for one. */
+  get idle(): boolean {
+    return !this.#flying && this.#waiting.length === 0;
+  }
 
   /** Resolves with `item`'s own result once the COMMIT that held it ended; `bound` is its delivery's. */
   add(item: T, bound: KeepBound): Promise<R> {

@@ -13,7 +13,7 @@ import type { TransactionOrder } from "../order/in-transaction.js";
 import { type Ground, type Plan, take } from "./attempt.js";
 import { countsOf } from "./counts.js";
 import type { KeepDatabase, KeepRow } from "./database.js";
-import { type Arrival, arrivalParams, Bound, GroupCommit, keepAll } from "./group-commit.js";
+import { type Arrival, arrivalParams, Bound, type Found, GroupCommit, keepAll, keepNow } from "./group-commit.js";
 import { scheduleOf } from "./schedule.js";
 import type { KeepStatements } from "./statements.js";
 import { type InboxState, received } from "./states.js";
@@ -81,22 +81,37 @@ export class Keep {
     const commit = (arrivals: readonly Arrival[], bound: Bound) =>
       this.#bounded(keepAll(db, sql, this.settings.scope, arrivals, bound), bound, 2 * this.settings.timeout);
     const group = most === false ? undefined : new GroupCommit(commit, most);
+    // The deliveries of this onEvent on their way to being kept.
+    let keeping = 0;
     const handler = async (event: WebhookEvent): Promise<unknown> => {
-      // Read in the delivery's context, where the receiver runs onEvent: its span is the parent.
-      const trace = traceToKeep(telemetry);
-      const id = await storedId(event.id);
-      const arrival: Arrival = {
-        id,
-        body: bodyOf(event),
-        type: typeOf(event),
-        created_at: event.createdAt,
-        received_at: this.settings.now(),
-        trace,
-      };
-      // Its 503 past the bound abandons it: taken out of the group's queue, and SQLite commits nothing of it.
-      const bound = Bound.within(this.settings.timeout);
-      const kept = () => (group ? group.add(arrival, bound) : commit([arrival], bound).then(([one]) => one));
-      const found = await this.#store(kept, event.id, bound);
+      keeping++;
+      let found: Found | undefined;
+      let arrival: Arrival;
+      try {
+        // Read in the delivery's context, where the receiver runs onEvent: its span is the parent.
+        const trace = traceToKeep(telemetry);
+        const stored = storedId(event.id);
+        arrival = {
+          id: typeof stored === "string" ? stored : await stored,
+          body: bodyOf(event),
+          type: typeOf(event),
+          created_at: event.createdAt,
+          received_at: this.settings.now(),
+          trace,
+        };
+        // Its 503 past the bound abandons it: taken out of the group's queue, and SQLite commits nothing of it.
+        const bound = Bound.within(this.settings.timeout);
+        // A delivery alone (no other of this onEvent on its way, none in the group: no group
+        // would form) is kept at once where the database can; the others, and one it cannot keep
+        // now, in the group's next COMMIT (or one of their own).
+        const alone = !group || (keeping === 1 && group.idle);
+        const kept = () => (group ? group.add(arrival, bound) : commit([arrival], bound).then(([one]) => one));
+        const keep = () => (alone && keepNow(db, sql, this.settings.scope, arrival, bound)) || kept();
+        found = await this.#store(keep, event.id, bound);
+      } finally {
+        keeping--;
+      }
+      const { id } = arrival;
       // A copy of an event kept by the same COMMIT: a duplicate, as any later copy would be.
       if (found === "copy") return duplicateReply();
       if (found === "there") {
@@ -193,7 +208,7 @@ export class Keep {
   }
 
   /** A step bounded by the inbox's timeout (or `ms`); past it, `bound` (what the step keeps) is abandoned. */
-  #bounded<T>(step: Promise<T>, bound?: Bound, ms = this.settings.timeout): Promise<T> {
+  #bounded<T>(step: T | Promise<T>, bound?: Bound, ms = this.settings.timeout): Promise<T> {
     const { name } = this.settings;
     return withTimeout(step, ms, () => {
       bound?.abandon();
@@ -206,7 +221,7 @@ export class Keep {
    * is abandoned), a 409 when it gave up waiting for the event's row held by another transaction,
    * and a 503 when it fails.
    */
-  async #store<T>(step: () => Promise<T>, eventId: string, bound?: Bound): Promise<T> {
+  async #store<T>(step: () => T | Promise<T>, eventId: string, bound?: Bound): Promise<T> {
     try {
       return await this.#bounded(step(), bound);
     } catch (error) {

@@ -1,0 +1,184 @@
+// A synchronous connection's statements that never wait for a lock with the event loop stopped:
+// each lock another connection holds (BEGIN IMMEDIATE, a rollback journal's COMMIT, a read) is
+// tried with the busy_timeout at 0, and tried again after pauses, the app's own busy_timeout put
+// back at once; and the one-statement writes of keep-then-work built on them.
+import { busyTimeoutOf } from "./busy-timeout.js";
+import type { InteractiveDriver, Param } from "./drivers.js";
+import { isBusy, pause, type Turns } from "./turns.js";
+import type { SqliteRow } from "./types.js";
+
+/** The longest pause between two tries of the write lock another process holds. */
+const MOST_PAUSE = 25;
+
+/** A synchronous connection, by its shape. */
+export interface SyncShape {
+  prepare(sql: string): { all(...params: Param[]): SqliteRow[]; run(...params: Param[]): unknown };
+  exec(sql: string): unknown;
+}
+
+/**
+ * Reads the connection's busy_timeout (the app's own, to put back), through a statement prepared
+ * at the first read (a pragma's first run gives the value it was prepared with): the value alone
+ * where the driver plucks it (better-sqlite3), sparing a row object on every write.
+ */
+export function busyTimeoutOn(connection: SyncShape): () => number {
+  let read: (() => unknown) | undefined;
+  return () => {
+    if (!read) {
+      const statement = connection.prepare("pragma busy_timeout") as Partial<Plucks> & ReturnType<SyncShape["prepare"]>;
+      const plucked = typeof statement.pluck === "function" ? statement.pluck() : undefined;
+      read = plucked ? () => ({ timeout: plucked.get() }) : () => statement.all()[0];
+    }
+    return busyTimeoutOf(read() as SqliteRow | undefined);
+  };
+}
+
+/** A better-sqlite3 statement's pluck(): its reads give the first column's value alone. */
+interface Plucks {
+  pluck(): { get(): unknown };
+}
+
+/**
+ * Tries BEGIN IMMEDIATE without waiting, again and again until `deadline`, pausing a few ms
+ * between tries: a lock another process holds is waited for without blocking this process (a
+ * synchronous driver's own busy_timeout would stop its event loop for as long as it waits). No
+ * try once `bound` is abandoned: a synchronous attempt commits in the tick it starts, so a
+ * delivery answered 503 meanwhile is never kept after its answer.
+ */
+export async function untilLocked<T>(
+  attempt: () => T | Promise<T>,
+  deadline: number,
+  expired: () => unknown,
+  bound?: { abandoned(): boolean },
+): Promise<T> {
+  for (let wait = 1; ; wait = Math.min(MOST_PAUSE, wait * 2)) {
+    if (bound?.abandoned()) throw expired();
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!isBusy(error)) throw error;
+      if (Date.now() + wait > deadline) throw expired();
+    }
+    await pause(wait);
+  }
+}
+
+/**
+ * A synchronous driver's `write` and `writeNow`, around `transaction` (one statement in a
+ * transaction of its own, committed, or a BUSY error when the lock is held elsewhere).
+ */
+export function oneWrites(
+  turns: Turns,
+  transaction: (sql: string, params: readonly Param[]) => SqliteRow[],
+): Pick<InteractiveDriver, "write" | "writeNow"> {
+  return {
+    async write(sql, params, deadline, expired, bound) {
+      const free = await turns.take(deadline, expired);
+      return untilLocked(() => transaction(sql, params), deadline, expired, bound).finally(free);
+    },
+    // No await: a delivery alone pays for no promise and no timer (the lock held elsewhere: `write`).
+    writeNow(sql, params, bound) {
+      const free = bound?.abandoned() ? undefined : turns.takeNow();
+      if (!free) return undefined;
+      try {
+        return transaction(sql, params);
+      } catch (error) {
+        if (isBusy(error)) return undefined;
+        throw error;
+      } finally {
+        free();
+      }
+    },
+  };
+}
+
+/** A connection's statements, each prepared once. */
+export function preparedOn(connection: SyncShape): (sql: string) => ReturnType<SyncShape["prepare"]> {
+  const statements = new Map<string, ReturnType<SyncShape["prepare"]>>();
+  return (sql) => {
+    let prepared = statements.get(sql);
+    if (!prepared) {
+      prepared = connection.prepare(sql);
+      statements.set(sql, prepared);
+    }
+    return prepared;
+  };
+}
+
+/**
+ * `step` (one statement) in a transaction of its own, committed, for a driver's `write`, with the
+ * busy_timeout at 0 (`previous` put back after), to be tried again while the lock is held
+ * elsewhere: a lock is never waited for with the event loop stopped. BEGIN IMMEDIATE, the statement
+ * and COMMIT run at once, with no await between them, so nothing can run inside this
+ * transaction, or end it: it needs no savepoint to be checked at COMMIT (that mark is for a
+ * handler, which may), and the busy_timeout is set to 0 once around all three rather than around
+ * each. A lock held elsewhere (BUSY at BEGIN, or at a rollback journal's COMMIT) rolls it all
+ * back, to be tried again whole. A BEGIN that fails rolls nothing back. BEGIN rather than a statement on its own: inside a
+ * transaction the app left open it fails, where a lone statement would join that transaction
+ * and not be committed before its answer; and never a lone statement even with no transaction
+ * open: while an app's write statement is still being stepped (node:sqlite allows it), SQLite
+ * defers a lone statement's commit to that statement's end, where an explicit COMMIT fails. The
+ * busy_timeout is set by `exec`, not by a prepared `pragma`: SQLite applies that pragma when it is
+ * prepared, so a prepared one that then failed to run would leave the app's value at 0.
+ */
+export function inOne(
+  connection: SyncShape,
+  statement: (sql: string) => ReturnType<SyncShape["prepare"]>,
+  previous: number,
+  step: () => SqliteRow[],
+): SqliteRow[] {
+  // The busy_timeout set to 0 and back in the same call as BEGIN and as COMMIT (one exec each),
+  // rather than on its own around each.
+  const restore = () => connection.exec(`pragma busy_timeout = ${previous}`);
+  if (previous === 0) statement("begin immediate").run();
+  else {
+    try {
+      connection.exec("pragma busy_timeout = 0; begin immediate");
+    } catch (error) {
+      restore();
+      throw error;
+    }
+  }
+  try {
+    const rows = step();
+    if (previous === 0) statement("commit").run();
+    else connection.exec(`commit; pragma busy_timeout = ${previous}`);
+    return rows;
+  } catch (error) {
+    try {
+      connection.exec("rollback");
+    } catch {
+      // SQLite already rolled back (an I/O error, a full disk): nothing is open.
+    }
+    if (previous !== 0) restore();
+    throw error;
+  }
+}
+
+/**
+ * A read made at once, without waiting for a lock (on a rollback journal a writer's COMMIT keeps
+ * readers out for its moment): undefined when it is locked out, or fails; the transaction's own
+ * read then says which, and answers it.
+ */
+export function readWithoutWaiting(connection: SyncShape, busyTimeout: () => number, read: () => SqliteRow[]) {
+  try {
+    return withoutWaiting(connection, busyTimeout(), read);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Runs `step` (BEGIN IMMEDIATE, COMMIT, a read) with the connection's busy_timeout at 0, so a
+ * lock held elsewhere fails at once (and is waited for in untilLocked, the event loop free); the
+ * app's own busy_timeout (`previous`) is put back at once.
+ */
+export function withoutWaiting<T>(connection: SyncShape, previous: number, step: () => T): T {
+  if (previous === 0) return step();
+  connection.exec("pragma busy_timeout = 0");
+  try {
+    return step();
+  } finally {
+    connection.exec(`pragma busy_timeout = ${previous}`);
+  }
+}
