@@ -38,8 +38,9 @@ export interface LockWait {
 }
 
 /**
- * The inbox's wait for the write lock on a local libSQL file, where SQLite itself waits (its
- * busy_timeout), set to what is left of the deadline; nothing on a remote client.
+ * The busy_timeout of a local libSQL file's connection while the inbox holds it (0: the inbox
+ * waits for the lock itself, between tries, with the event loop free), and the app's own value
+ * put back; nothing on a remote client.
  */
 export function lockWait(client: Executes, local: boolean): LockWait {
   let previous: number | undefined;

@@ -5,8 +5,8 @@
 // could fail at once with SQLITE_BUSY), and marked with a savepoint, so that COMMIT can see
 // whether the handler ended the inbox's transaction itself.
 import { withTimeout } from "../../util/timeout.js";
-import { lockWait } from "./busy-timeout.js";
-import { beginWrite } from "./libsql-begin.js";
+import { type LockWait, lockWait } from "./busy-timeout.js";
+import { beginWrite, type MultipleTransaction } from "./libsql-begin.js";
 import { libsqlTx, syncTx } from "./nested.js";
 import { turnsOf } from "./turns.js";
 import type { SqliteAsyncClient, SqliteAsyncTransaction, SqliteConnection, SqliteRow } from "./types.js";
@@ -173,15 +173,14 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
 
 /**
  * The driver for an asynchronous client (`@libsql/client`): `beginWrite` is its BEGIN IMMEDIATE
- * (on a local file, on a connection of its own); each step is bounded by the deadline. On a local
- * file the lock another process holds is waited for by SQLite itself (busy_timeout, set to what is
- * left of the deadline on the connection the transaction takes; libSQL runs a local file's
- * statements synchronously under its promises, so this process waits with it); one that still
- * fails leaves the connection as it was (`beginWrite`), and the next delivery begins afresh.
- * The app's own busy_timeout, read first, is put back once the transaction ended, before the turn
- * goes on: the app's statements after it wait by it, never by what was left of an inbox's deadline
- * (a few ms after a delivery that waited for its turn). Inside the transaction the write lock is
- * held already; only COMMIT may wait (for a rollback journal's readers), by what was left.
+ * (on a local file, on a connection of its own); each step is bounded by the deadline. libSQL runs
+ * a local file's statements synchronously under its promises, so a wait inside SQLite (its
+ * busy_timeout) would stop this process with it: on a local file the lock another process holds is
+ * tried for with SQLite's wait at 0, again after pauses until the deadline (`untilLocked`, as the
+ * synchronous drivers do), and COMMIT, which on a rollback journal waits for the file's readers,
+ * likewise. A BEGIN that fails leaves the connection as it was (`beginWrite`). The app's own
+ * busy_timeout, read first, is put back after each failed try and once the transaction ended,
+ * before the turn goes on: the app's statements wait by it, never by the inbox's 0.
  */
 export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
   const turns = turnsOf(client);
@@ -195,17 +194,10 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
     async begin(deadline, expired) {
       const free = await turns.take(deadline, expired);
       const wait = lockWait(client, local);
+      const attempt = () => beginOnce(client, local, wait, deadline, expired);
       let tx: SqliteAsyncTransaction;
       try {
-        const left = Math.max(1, deadline - Date.now());
-        // The client's connection is the one its next transaction takes.
-        await wait.beforeBegin(left);
-        tx = await withTimeout(beginWrite(client, local), left, expired, (late) => {
-          void wait
-            .putBack(late)
-            .then(() => late.rollback())
-            .finally(() => late.close());
-        });
+        tx = local ? await untilLocked(attempt, deadline, expired) : await attempt();
       } catch (error) {
         await wait.putBack();
         free();
@@ -234,7 +226,7 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
         ...libsqlTx(tx, () => !ended),
         query: (sql, params) => run(tx, sql, params),
         run: async (sql, params) => void (await run(tx, sql, params)),
-        commit: () =>
+        commit: (commitBy, commitExpired) =>
           end(async () => {
             try {
               await run(tx, `release ${MARK}`);
@@ -242,12 +234,50 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
               await tx.rollback().catch(() => {});
               throw handlerEnded(error);
             }
-            await tx.commit();
+            if (!local) return tx.commit();
+            // On a rollback journal COMMIT waits for the file's readers: not inside SQLite (its
+            // wait would stop the event loop), but again after pauses, as the synchronous driver
+            // does; a COMMIT that failed busy leaves the transaction open to try again, and
+            // executeMultiple leaves no failed statement running on the connection.
+            try {
+              await untilLocked(() => (tx as MultipleTransaction).executeMultiple("commit"), commitBy, commitExpired);
+            } catch (error) {
+              await tx.rollback().catch(() => {});
+              throw error;
+            }
           }),
         rollback: () => end(() => tx.rollback()).catch(() => {}),
       };
     },
   };
+}
+
+/**
+ * One BEGIN IMMEDIATE of a libSQL client, with SQLite's own wait for the lock at 0 on a local file
+ * (`wait`), so a lock held elsewhere fails at once; the app's value is put back after a failed try,
+ * so the app's own statements between tries wait by it.
+ */
+async function beginOnce(
+  client: SqliteAsyncClient,
+  local: boolean,
+  wait: LockWait,
+  deadline: number,
+  expired: () => unknown,
+): Promise<SqliteAsyncTransaction> {
+  const left = Math.max(1, deadline - Date.now());
+  // The client's connection is the one its next transaction takes.
+  await wait.beforeBegin(0);
+  try {
+    return await withTimeout(beginWrite(client, local), left, expired, (late) => {
+      void wait
+        .putBack(late)
+        .then(() => late.rollback())
+        .finally(() => late.close());
+    });
+  } catch (error) {
+    await wait.putBack();
+    throw error;
+  }
 }
 
 /** A client's rows (libSQL's Row objects read by column name, as records). */

@@ -11,7 +11,7 @@
 import type { SqliteAsyncClient, SqliteAsyncTransaction } from "./types.js";
 
 /** A libSQL transaction that runs SQL text through `executeMultiple`, as `@libsql/client`'s does. */
-interface MultipleTransaction extends SqliteAsyncTransaction {
+export interface MultipleTransaction extends SqliteAsyncTransaction {
   executeMultiple(sql: string): Promise<void>;
 }
 

@@ -57,9 +57,10 @@ export async function untilLocked<T>(
       return await attempt();
     } catch (error) {
       if (!isBusy(error)) throw error;
-      if (Date.now() + wait > deadline) throw expired();
+      if (Date.now() >= deadline) throw expired();
     }
-    await pause(wait);
+    // The last pause ends at the deadline, for one more try: given up only once `timeout` passed.
+    await pause(Math.min(wait, deadline - Date.now()));
   }
 }
 
