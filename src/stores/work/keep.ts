@@ -175,7 +175,11 @@ export class Keep {
     return rows.length;
   }
 
-  /** Deletes one event, or the events in one state (kept before an instant); resolves with how many. */
+  /**
+   * Deletes one event, or the events in one state (kept before an instant), but keeps the id of a
+   * done one within its retention with its body dropped (see the `purge` statement); resolves with
+   * how many it deleted or emptied.
+   */
   async purge(target: PurgeTarget): Promise<number> {
     let params: [string | null, string | null, number | null];
     if (typeof target === "string") params = [await idOf(target), null, null];
@@ -188,8 +192,11 @@ export class Keep {
       }
       params = [null, state, target.before === undefined ? null : instant(target.before, "before")];
     }
-    const rows = await this.#ground.db.query(this.#ground.sql.purge, [this.settings.scope, ...params]);
-    return rows.length;
+    const { db, sql } = this.#ground;
+    const all = [this.settings.scope, ...params, this.settings.now()];
+    // The delete first: a row it leaves (done within its retention, if only by now) loses its body.
+    const deleted = await db.query(sql.purge, all);
+    return deleted.length + (await db.query(sql.purgeBody, all)).length;
   }
 
   /** A step bounded by the inbox's timeout (or `ms`); past it, `bound` (what the step keeps) is abandoned. */
