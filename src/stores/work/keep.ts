@@ -1,6 +1,7 @@
 // Keep-then-work for one inbox (a scope in a table): the receiving side (enqueue), the worker,
 // and looking and acting (pending, parked, kept, replay, purge). Driver-free: each inbox gives a
 // KeepDatabase and the statements of its dialect; this decides everything else, once.
+import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
 import { rawBodyOf, wantsRawBody } from "../../raw-body.js";
 import { duplicateReply, inboxHandler } from "../../store-contract/enlist.js";
@@ -106,7 +107,11 @@ export class Keep {
         const params = arrivalParams(this.settings.scope, arrival);
         const [row] = await this.#store(() => this.#ground.db.query(this.#ground.sql.there, params), event.id);
         if (!row?.revived) {
-          if (!received(row?.state)) throw inProgress(event.id);
+          // No row at all: the INSERT kept nothing and met none (a trigger or a rule dropped it
+          // without an error, or a purge removed the row it met). Nothing holds the event, so it
+          // is not in progress: nothing was kept, and the sender's retry is the way.
+          if (row === undefined) throw notKept(event.id, this.settings.name);
+          if (!received(row.state)) throw inProgress(event.id);
           return duplicateReply();
         }
       }
@@ -221,6 +226,14 @@ export class Keep {
       throw unavailable(error, this.settings.name);
     }
   }
+}
+
+/** `503 store_unavailable` (with `Retry-After`) for an event the database neither kept nor holds. */
+function notKept(eventId: string, database: string): WebhookError {
+  return new WebhookError(
+    "store_unavailable",
+    `the ${database} inbox kept nothing of event ${eventId}: its row was not stored (a trigger or rule may drop it); retry later`,
+  );
 }
 
 /** The answer to a delivery kept for a worker. */
