@@ -59,7 +59,7 @@ export function eventDetails(event: KeptEvent, now: number): string {
   const lines = fields.map(
     ([name, value]) => `${`${name}:`.padEnd(width + 2)}${printable(value, name === "last error")}`,
   );
-  return `${lines.join("\n")}\n\n${printable(bodyText(event.body), true)}\n`;
+  return `${lines.join("\n")}\n\n${printable(bodyText(event), true)}\n`;
 }
 
 /** The flag an event is about: `data.flag` (flag.updated), or `data.key`/`data.flag.key` when the service sends them. */
@@ -103,8 +103,13 @@ function duration(ms: number): string {
   return parts.join(" ") || "1s";
 }
 
-function bodyText(body: string | null): string {
-  if (body === null) return "(no body kept: a row handle() wrote)";
+function bodyText({ body, receivedAt }: KeptEvent): string {
+  // A kept event has its received time; purged within its retention, its id stays done without a body.
+  if (body === null) {
+    return receivedAt === null
+      ? "(no body kept: a row handle() wrote)"
+      : "(body purged: its id kept as done until prune())";
+  }
   const value = parsed(body);
   // Indented only when that shows the same JSON: parsing loses a number past 2^53 and a key sent
   // twice, and the body is shown to say what the sender signed.

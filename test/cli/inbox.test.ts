@@ -274,6 +274,10 @@ describe.each(backends)("flag-webhooks inbox on $name", ({ available, backend: c
       stderr: "",
     });
     expect(await inbox.counts()).toEqual({ pending: 0, running: 0, parked: 0, oldestWaitingSince: null });
+    // The done one, within its retention, keeps its id (a copy is still a duplicate) without its body.
+    const shown = (await run(args(backend, "purge", "show", fine.id))).stdout;
+    expect(shown).toContain("state:        done\n");
+    expect(shown).toContain("\n\n(body purged: its id kept as done until prune())\n");
   });
 
   it.runIf(available)(

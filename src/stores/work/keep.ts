@@ -1,6 +1,7 @@
 // Keep-then-work for one inbox (a scope in a table): the receiving side (enqueue), the worker,
 // and looking and acting (pending, parked, kept, replay, purge). Driver-free: each inbox gives a
 // KeepDatabase and the statements of its dialect; this decides everything else, once.
+import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
 import { rawBodyOf, wantsRawBody } from "../../raw-body.js";
 import { duplicateReply, inboxHandler } from "../../store-contract/enlist.js";
@@ -121,7 +122,11 @@ export class Keep {
         const params = arrivalParams(this.settings.scope, arrival);
         const [row] = await this.#store(() => this.#ground.db.query(this.#ground.sql.there, params), event.id);
         if (!row?.revived) {
-          if (!received(row?.state)) throw inProgress(event.id);
+          // No row at all: the INSERT kept nothing and met none (a trigger or a rule dropped it
+          // without an error, or a purge removed the row it met). Nothing holds the event, so it
+          // is not in progress: nothing was kept, and the sender's retry is the way.
+          if (row === undefined) throw notKept(event.id, this.settings.name);
+          if (!received(row.state)) throw inProgress(event.id);
           return duplicateReply();
         }
       }
@@ -190,7 +195,11 @@ export class Keep {
     return rows.length;
   }
 
-  /** Deletes one event, or the events in one state (kept before an instant); resolves with how many. */
+  /**
+   * Deletes one event, or the events in one state (kept before an instant), but keeps the id of a
+   * done one within its retention with its body dropped (see the `purge` statement); resolves with
+   * how many it deleted or emptied.
+   */
   async purge(target: PurgeTarget): Promise<number> {
     let params: [string | null, string | null, number | null];
     if (typeof target === "string") params = [await idOf(target), null, null];
@@ -203,8 +212,11 @@ export class Keep {
       }
       params = [null, state, target.before === undefined ? null : instant(target.before, "before")];
     }
-    const rows = await this.#ground.db.query(this.#ground.sql.purge, [this.settings.scope, ...params]);
-    return rows.length;
+    const { db, sql } = this.#ground;
+    const all = [this.settings.scope, ...params, this.settings.now()];
+    // The delete first: a row it leaves (done within its retention, if only by now) loses its body.
+    const deleted = await db.query(sql.purge, all);
+    return deleted.length + (await db.query(sql.purgeBody, all)).length;
   }
 
   /** A step bounded by the inbox's timeout (or `ms`); past it, `bound` (what the step keeps) is abandoned. */
@@ -229,6 +241,14 @@ export class Keep {
       throw unavailable(error, this.settings.name);
     }
   }
+}
+
+/** `503 store_unavailable` (with `Retry-After`) for an event the database neither kept nor holds. */
+function notKept(eventId: string, database: string): WebhookError {
+  return new WebhookError(
+    "store_unavailable",
+    `the ${database} inbox kept nothing of event ${eventId}: its row was not stored (a trigger or rule may drop it); retry later`,
+  );
 }
 
 /** The answer to a delivery kept for a worker. */

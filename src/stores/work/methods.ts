@@ -101,8 +101,11 @@ export abstract class KeepingInbox<Tx> {
 
   /**
    * Deletes one event by its id, or every event in one state (kept before `before`); resolves with
-   * how many. Safe while workers run: an event deleted under an attempt is not marked done, and
-   * its handler's writes roll back.
+   * how many. A done event within the inbox's `retention` is not deleted but emptied: its body (and
+   * last error) dropped, its id kept as done until `prune()` removes it past the retention, so a
+   * copy arriving meanwhile is still a duplicate and its effects do not happen twice; `kept()` shows
+   * it done with a `null` body. Safe while workers run: an event deleted under an attempt is not
+   * marked done, and its handler's writes roll back.
    */
   purge(target: PurgeTarget): Promise<number> {
     return this.#kept.purge(target);

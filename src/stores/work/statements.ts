@@ -80,8 +80,13 @@ export interface KeepStatements {
   readonly one: string;
   /** Parked (and pending) events made due now with their attempts anew. (scope, now, id or null, since or null) */
   readonly replay: string;
-  /** Deletes events. (scope, id or null, state or null, before or null) */
+  /**
+   * Deletes the events it names but a handled id within its retention, whose copies it must still
+   * answer as duplicates (see {@link purgeable}). (scope, id or null, state or null, before or null, now)
+   */
   readonly purge: string;
+  /** Drops the body (and last error) of the handled ids within their retention that `purge` leaves. (as `purge`) */
+  readonly purgeBody: string;
   /** Counts the kept events by state. (scope) */
   readonly counts: string;
 }
@@ -135,12 +140,27 @@ export function keepStatements(t: string, d: Dialect): KeepStatements {
       where scope = ${text(1)} and state in ('parked', 'pending')
         and (${text(3)} is null or id = ${text(3)}) and (${int(4)} is null or received_at >= ${int(4)})
       returning id`,
-    purge: `delete from ${t}
-      where scope = ${text(1)} and (${text(2)} is null or id = ${text(2)})
-        and (${text(3)} is null or state = ${text(3)}) and (${int(4)} is null or received_at < ${int(4)})
+    purge: `delete from ${t} where ${purgeable(d, false)} returning id`,
+    purgeBody: `update ${t} set body = null, last_error = null
+      where ${purgeable(d, true)} and (body is not null or last_error is not null)
       returning id`,
     counts: countsStatement(t, d),
   };
+}
+
+/**
+ * The rows a purge names (parameters as {@link KeepStatements.purge}) that it deletes (`held`
+ * false), or whose data alone it drops (`held` true): a done row within its retention keeps its id
+ * as done, so that a copy arriving before `prune()` removes it (past the retention, as a copy's
+ * `maxAge` allows) is still a duplicate and its effects do not happen twice. Any other row named
+ * is deleted: a kept event not yet done, or a handled id past its retention.
+ */
+function purgeable(d: Dialect, held: boolean): string {
+  const text = (n: number) => d.param(n, "text");
+  const int = (n: number) => d.param(n, "int");
+  return `scope = ${text(1)} and (${text(2)} is null or id = ${text(2)})
+        and (${text(3)} is null or state = ${text(3)}) and (${int(4)} is null or received_at < ${int(4)})
+        and ${held ? "" : "not "}(state = 'done' and expires_at > ${d.at(int(5))})`;
 }
 
 /**

@@ -129,17 +129,21 @@ for (const { name, available, make } of DROPPING) {
       expect(await statusesOf(dropping.send, [eventOf(`evt_${randomUUID()}`)])).toEqual([202]);
     });
 
-    // Broken, a small one: nothing holds the event, yet it is answered 409 delivery_in_progress,
-    // "is being handled by another delivery; retry later", on every retry (3 of 3, alone and in a
-    // group): the inbox reads "not kept, and no row there" as another delivery's transaction. The
-    // sender retries and gives up, as after a 503; but the answer sends whoever reads the log
-    // after a concurrency problem, not after the table refusing the row.
-    it.fails("is answered 503 (the store did not keep it), not 409 in progress (3 of 3 were)", async () => {
+    // Was broken: nothing held the event, yet it was answered 409 delivery_in_progress, "is being
+    // handled by another delivery; retry later", on every retry (3 of 3, alone and in a group):
+    // the inbox read "not kept, and no row there" as another delivery's transaction, which sent
+    // whoever read the log after a concurrency problem, not after the table refusing the row.
+    it("is answered 503 store_unavailable with Retry-After, saying nothing was kept (3 of 3 were 409 in progress)", async () => {
       const body = eventOf(`evt_${randomUUID()}`, { type: "flag.deleted" });
       const replies = await Promise.all([0, 1, 2].map(() => dropping.send(body)));
-      expect(replies.map((reply) => [reply.status, reply.json?.error?.code])).toEqual(
-        replies.map(() => [503, "store_unavailable"]),
-      );
+      expect(
+        replies.map((reply) => [
+          reply.status,
+          reply.json?.error?.code,
+          /kept nothing/.test((reply.json?.error as { message?: string } | undefined)?.message ?? ""),
+          Boolean(reply.headers["retry-after"]),
+        ]),
+      ).toEqual(replies.map(() => [503, "store_unavailable", true, true]));
     });
   });
 }

@@ -11,9 +11,10 @@ import { databaseFile } from "../../support/sqlite.js";
 
 // Attack on purge() against the promise that a kept event's effects happen once: a done event
 // purged while a copy of it can still arrive (within maxAge, well within the inbox's retention).
-// purge({ state: "done" }) (and `flag-webhooks inbox purge --state done`) deletes done rows
+// purge({ state: "done" }) (and `flag-webhooks inbox purge --state done`) deleted done rows
 // whatever their retention, where prune() deletes only those past it: the id that answered the
-// copy as a duplicate is gone, so the copy is kept anew and run again.
+// copy as a duplicate was gone, so the copy was kept anew and run again. Now a done row within its
+// retention loses its body and keeps its id; past the retention it is deleted, as prune() would.
 
 const SECRET = "whsec-attack-purge-done";
 const availability = postgresAvailability();
@@ -27,16 +28,16 @@ interface Subject {
   effects(id: string): Promise<number>;
 }
 
-const SUBJECTS: { name: string; available: boolean; make(): Promise<Subject> }[] = [
+const SUBJECTS: { name: string; available: boolean; make(now: () => number): Promise<Subject> }[] = [
   {
     name: "SQLite (better-sqlite3)",
     available: true,
-    async make() {
+    async make(now) {
       const db = new Database(databaseFile());
       afterAll(() => db.close());
       db.pragma("journal_mode = wal");
       db.exec("create table effects (event_id text not null)");
-      const inbox = new SqliteInbox(db, { scope: "purge-done" });
+      const inbox = new SqliteInbox(db, { scope: "purge-done", now });
       await inbox.migrate();
       return {
         inbox,
@@ -50,9 +51,10 @@ const SUBJECTS: { name: string; available: boolean; make(): Promise<Subject> }[]
   {
     name: "Postgres (pg)",
     available: availability.available,
-    async make() {
+    async make(now) {
       const inbox = new PostgresInbox(database.pool(4), {
         scope: `purge-done-${randomUUID()}`,
+        now,
       }) as PostgresInbox<never>;
       return {
         inbox,
@@ -69,37 +71,71 @@ const SUBJECTS: { name: string; available: boolean; make(): Promise<Subject> }[]
 
 for (const { name, available, make } of SUBJECTS) {
   describe.runIf(available)(`${name}: a copy of a done event, after a purge`, () => {
-    /** One event delivered (202), run by a worker (its effect once), then `clean` run, then a copy delivered and the worker run again. */
-    async function copyAfter(clean: (inbox: Subject["inbox"]) => Promise<number>) {
-      const subject = await make();
+    /**
+     * One event delivered (202), run by a worker (its effect once), then `clean` run (given the
+     * event's id), then a copy delivered and the worker run again; `later` ms on the inbox's clock
+     * pass before `clean`.
+     */
+    async function copyAfter(clean: (inbox: Subject["inbox"], id: string) => Promise<number>, later = 0) {
+      let skew = 0;
+      const subject = await make(() => Date.now() + skew);
       const send = await adapterReceiver("fetch", { secret: SECRET, maxAge: "5m", onEvent: subject.inbox.enqueue() });
       const id = `evt_${randomUUID()}`;
       const body = eventJson(id);
       const first = (await send(body)).status;
       const worker = subject.inbox.work((event, tx) => subject.effect(tx, event.id), { interval: false });
       await worker.drain();
-      const removed = await clean(subject.inbox);
+      skew = later;
+      const removed = await clean(subject.inbox, id);
+      const purged = await subject.inbox.kept(id);
+      const left = purged && { state: purged.state, body: purged.body, type: purged.type };
       const copy = (await send(body)).status;
       await worker.drain();
       await worker.close();
-      return { first, removed, copy, effects: await subject.effects(id) };
+      return { first, removed, left, copy, effects: await subject.effects(id) };
     }
 
     it("held: prune() keeps the id within its retention: the copy is a duplicate 204, the effect once", async () => {
-      expect(await copyAfter((inbox) => inbox.prune())).toEqual({ first: 202, removed: 0, copy: 204, effects: 1 });
-    });
-
-    // Broken: purge({ state: "done" }) deleted the done row 1 s after it was handled (retention 7
-    // days by default); the copy that came next, within maxAge, was answered 202, kept anew, and
-    // run again: its effect twice, 1 of 1 on each database. The page says only "Nothing is removed
-    // without being asked"; that a done id purged within its retention lets its copies run again
-    // is said nowhere (or purge could keep the id until its retention, as prune() does).
-    it.fails("purge({ state: 'done' }): the copy is a duplicate 204, the effect once (was 202, and twice)", async () => {
-      expect(await copyAfter((inbox) => inbox.purge({ state: "done" }))).toEqual({
+      expect(await copyAfter((inbox) => inbox.prune())).toMatchObject({
         first: 202,
-        removed: 1,
+        removed: 0,
+        left: { state: "done", body: expect.any(String) },
         copy: 204,
         effects: 1,
+      });
+    });
+
+    // Was broken: purge({ state: "done" }) deleted the done row 1 s after it was handled (within
+    // its retention); the copy that came next, within maxAge, was answered 202, kept anew, and run
+    // again: its effect twice, 1 of 1 on each database.
+    const emptied = {
+      first: 202,
+      removed: 1,
+      left: { state: "done", body: null, type: "flag.updated" },
+      copy: 204,
+      effects: 1,
+    };
+
+    it("purge({ state: 'done' }) within the retention empties the row: the copy is a duplicate 204, the effect once (was 202, and twice)", async () => {
+      expect(await copyAfter((inbox) => inbox.purge({ state: "done" }))).toEqual(emptied);
+    });
+
+    it("purge(id) of a done event within the retention empties it alike; a second purge finds nothing left to remove", async () => {
+      expect(
+        await copyAfter(async (inbox, id) => {
+          const removed = await inbox.purge(id);
+          expect(await inbox.purge(id)).toBe(0);
+          return removed;
+        }),
+      ).toEqual(emptied);
+    });
+
+    it("held: past the retention, purge({ state: 'done' }) deletes the row, as prune() would", async () => {
+      const past = 30 * 24 * 3600_000 + 1000;
+      expect(await copyAfter((inbox) => inbox.purge({ state: "done" }), past)).toMatchObject({
+        first: 202,
+        removed: 1,
+        left: undefined,
       });
     });
   });
