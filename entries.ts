@@ -101,8 +101,8 @@ export const entries: readonly Entry[] = [
       {
         protects: "a Koa app pays for the adapter on top of the core",
         measure: "on top of the core",
-        measured: 6073,
-        grew: "from 2715 B: the held answer (a 2xx on the response waits until the store has recorded the event, and reads as sent meanwhile), the settlement's one decision of handled, and per-claim tokens; then +3.1 %: a 2xx that waits for nothing (a memory store's claim) is decided at once and never held; then the held answer acting as Node's own (Grew by 470 B (10 %) for the held answer, as the express entry's.); then about 230 B on every adapter: the verified body kept for an onEvent that keeps events (enqueue()), and the secret check's hint when next build evaluates the module; then about 500 B moved here from the core: the rule of ordered delivery, which the core no longer exports, now counts on top of it (the whole bundle grew by about 20 B, the mark of a stale inbox reply)",
+        measured: 6444,
+        grew: "from 2715 B: the held answer (a 2xx on the response waits until the store has recorded the event, and reads as sent meanwhile), the settlement's one decision of handled, and per-claim tokens; then +3.1 %: a 2xx that waits for nothing (a memory store's claim) is decided at once and never held; then the held answer acting as Node's own (Grew by 470 B (10 %) for the held answer, as the express entry's.); then about 230 B on every adapter: the verified body kept for an onEvent that keeps events (enqueue()), and the secret check's hint when next build evaluates the module; then about 500 B moved here from the core: the rule of ordered delivery, which the core no longer exports, now counts on top of it (the whole bundle grew by about 20 B, the mark of a stale inbox reply); then 371 B (6.1 %): the answer's watch takes the response's emit with its other methods as one object (no list, wrapper or close listener made per delivery: memory dedupe's added bytes per delivery 1,221 to 770), and an ordered delivery's paired claim may settle the delivery itself (a DynamoDB transaction ending the hold and marking the id done in one request)",
       },
     ],
   },
@@ -126,8 +126,8 @@ export const entries: readonly Entry[] = [
       {
         protects: "a Fastify app pays for the plugin on top of the core",
         measure: "on top of the core",
-        measured: 6264,
-        grew: "from 2884 B: the held answer (a 2xx on the response waits until the store has recorded the event, and reads as sent meanwhile), the settlement's one decision of handled, and per-claim tokens; then the held answer acting as Node's own (Grew by 460 B (9 %) for the held answer, as the express entry's.); then about 230 B on every adapter: the verified body kept for an onEvent that keeps events (enqueue()), and the secret check's hint when next build evaluates the module; then about 500 B moved here from the core: the rule of ordered delivery, which the core no longer exports, now counts on top of it (the whole bundle grew by about 20 B, the mark of a stale inbox reply)",
+        measured: 6643,
+        grew: "from 2884 B: the held answer (a 2xx on the response waits until the store has recorded the event, and reads as sent meanwhile), the settlement's one decision of handled, and per-claim tokens; then the held answer acting as Node's own (Grew by 460 B (9 %) for the held answer, as the express entry's.); then about 230 B on every adapter: the verified body kept for an onEvent that keeps events (enqueue()), and the secret check's hint when next build evaluates the module; then about 500 B moved here from the core: the rule of ordered delivery, which the core no longer exports, now counts on top of it (the whole bundle grew by about 20 B, the mark of a stale inbox reply); then 379 B (6.1 %): as the koa entry's, the answer's watch as one object taken over the response's emit, and a paired claim that settles its delivery",
       },
     ],
   },
@@ -234,8 +234,8 @@ export const entries: readonly Entry[] = [
         // 4606 before the handler's own BEGIN/COMMIT/ROLLBACK through tx became savepoints: the
         // statement reader shared with SQLite (stores/nested-transactions.ts) and pg's and
         // postgres.js's tx (+2088 B); then keep-then-work (+5182 B); then the rule of ordered delivery (about 1.4 kB).
-        measured: 16175,
-        grew: "from 14588 B: group commit of enqueue() (deliveries that arrive while a COMMIT is in flight kept by the next, one failed batch kept again one by one), a copy of a handled id answered from one read outside any transaction, an ordered delivery's positions read and written by the claim and COMMIT statements (no round trip more), positions bounded by the retention, a committed transaction that sends no late ROLLBACK",
+        measured: 17280,
+        grew: "from 14588 B: group commit of enqueue() (deliveries that arrive while a COMMIT is in flight kept by the next, one failed batch kept again one by one), a copy of a handled id answered from one read outside any transaction, an ordered delivery's positions read and written by the claim and COMMIT statements (no round trip more), positions bounded by the retention, a committed transaction that sends no late ROLLBACK; then 1,105 B (6.8 %): purge() keeps a done id within its retention (its body dropped) so a copy stays a duplicate, a row a trigger drops answered 503, enqueue() keeping a lone delivery at once with no timer or turn where the driver is synchronous, and the paired claim's settling seam",
       },
     ],
   },
@@ -253,8 +253,8 @@ export const entries: readonly Entry[] = [
         // 5061 before the handler's own BEGIN/COMMIT/ROLLBACK through tx became savepoints (the
         // statement reader shared with Postgres, the connection's and libSQL's tx, closed once the
         // transaction ended) and the handler deadline (+2312 B); then keep-then-work (+5306 B); then the rule of ordered delivery (about 1.4 kB).
-        measured: 16272,
-        grew: "from 15027 B: group commit of enqueue() and its one-step writes (BEGIN IMMEDIATE, the statement and COMMIT in one synchronous step, no savepoint where no handler runs), positions bounded by the retention and kept while the scope keeps events",
+        measured: 17545,
+        grew: "from 15027 B: group commit of enqueue() and its one-step writes (BEGIN IMMEDIATE, the statement and COMMIT in one synchronous step, no savepoint where no handler runs), positions bounded by the retention and kept while the scope keeps events; then 1,273 B (7.8 %): as the postgres entry's, and libSQL's lock waits moved out of SQLite (BEGIN IMMEDIATE and a rollback journal's COMMIT tried with SQLite's wait at 0, again after pauses: a wait inside SQLite stopped the whole process)",
       },
     ],
   },
