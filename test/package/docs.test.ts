@@ -16,9 +16,11 @@ import { type PackedProject, packedProject, root } from "../support/packed.js";
 // SQLite and the architecture; then 227,983 B with the pages on keeping events for a worker
 // (inbox-worker.md) and on ordered delivery (order.md), the command's inbox and schema sections,
 // and the benchmark results of both; then 245,503 B with group commit, the cost of memory dedupe
-// taken apart, ordering's 1,000-run property tests and Redis Cluster, and their figures.
+// taken apart, ordering's 1,000-run property tests and Redis Cluster, and their figures; then
+// 260,099 B with DynamoDB's transactions and DynamoDB Local, libSQL's lock waits, purge keeping
+// done ids, and the store files' mutation figures.
 // The budget is that + 5%, rounded up to 64 B, the rule of entries.ts.
-const DOCUMENTATION_BUDGET = 257_792;
+const DOCUMENTATION_BUDGET = 273_152;
 
 let project: PackedProject;
 beforeAll(() => {
