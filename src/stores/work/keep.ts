@@ -53,6 +53,9 @@ const LIST_LIMIT = 100;
 const exact = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** Keep-then-work on one inbox. */
+/** What `#met` answers for an expired row kept anew: the delivery goes on as a new event's. */
+const REVIVED = Symbol("revived");
+
 export class Keep {
   readonly #ground: Ground;
 
@@ -116,19 +119,8 @@ export class Keep {
       // A copy of an event kept by the same COMMIT: a duplicate, as any later copy would be.
       if (found === "copy") return duplicateReply();
       if (found === "there") {
-        // Already there: a copy of a kept or handled event is a duplicate; one that `handle()` or a
-        // DedupeStore claim holds right now is in progress, and the sender's retry will find it. An
-        // expired row (handled past its retention) is kept anew, as a new event.
-        const params = arrivalParams(this.settings.scope, arrival);
-        const [row] = await this.#store(() => this.#ground.db.query(this.#ground.sql.there, params), event.id);
-        if (!row?.revived) {
-          // No row at all: the INSERT kept nothing and met none (a trigger or a rule dropped it
-          // without an error, or a purge removed the row it met). Nothing holds the event, so it
-          // is not in progress: nothing was kept, and the sender's retry is the way.
-          if (row === undefined) throw notKept(event.id, this.settings.name);
-          if (!received(row.state)) throw inProgress(event.id);
-          return duplicateReply();
-        }
+        const reply = await this.#met(event.id, arrival);
+        if (reply !== REVIVED) return reply;
       }
       if (!(run && plan)) return ACCEPTED;
       // Inline first: the event is kept already, so whatever this attempt does, the answer is a
@@ -146,6 +138,23 @@ export class Keep {
     // An inbox's onEvent, so a receiver checks the retention against maxAge when it is made; it
     // enlists nothing (the event commits before this returns), so it needs no delivery.
     return wantsRawBody(inboxHandler(this.settings.retention, (_delivery, event: WebhookEvent) => handler(event)));
+  }
+
+  /**
+   * What a delivery whose INSERT met a row answers. A copy of a kept or handled event is a
+   * duplicate; one that `handle()` or a DedupeStore claim holds right now is in progress, and the
+   * sender's retry will find it. An expired row (handled past its retention) is kept anew, as a new
+   * event (`REVIVED`). No row at all: the INSERT kept nothing and met none (a trigger or a rule
+   * dropped it without an error, or a purge removed the row it met); nothing holds the event, so it
+   * is not in progress: nothing was kept, and the sender's retry is the way.
+   */
+  async #met(id: string, arrival: Arrival): Promise<unknown> {
+    const params = arrivalParams(this.settings.scope, arrival);
+    const [row] = await this.#store(() => this.#ground.db.query(this.#ground.sql.there, params), id);
+    if (row?.revived) return REVIVED;
+    if (row === undefined) throw notKept(id, this.settings.name);
+    if (!received(row.state)) throw inProgress(id);
+    return duplicateReply();
   }
 
   /** A worker running `fn` on due events (see the inboxes' `work()`). */
