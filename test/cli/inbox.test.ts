@@ -428,6 +428,18 @@ describe("flag-webhooks inbox, called wrongly or pointed at nothing", () => {
     expect(existsSync(file)).toBe(false);
   });
 
+  it("a connection string it does not read as a postgres:// URL is refused without being echoed", async () => {
+    // libpq's key=value form: were it echoed as a missing file's name, its password would be printed.
+    const result = await run(["inbox", "list", "--scope", "s"], {
+      env: { FLAG_WEBHOOKS_DB: "host=127.0.0.1 user=app password=s3cr3t dbname=app" },
+    });
+    expectOneLineError(
+      result,
+      1,
+      "the database given is neither a postgres:// URL nor an existing SQLite file (not shown: it may hold a password); pass a postgres:// URL or the path of a SQLite file",
+    );
+  });
+
   it("an unreachable Postgres: one line, and the URL's password is never printed", async () => {
     const result = await run(["inbox", "list", "--scope", "s"], {
       env: { FLAG_WEBHOOKS_DB: "postgres://app:s3cr%40t-pw@127.0.0.1:1/app" },
