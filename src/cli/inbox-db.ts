@@ -40,7 +40,11 @@ export async function openInbox(target: InboxTarget): Promise<OpenInbox> {
     return { inbox: inboxOf(() => new PostgresInbox(pool, options)), kind: "Postgres", close: () => pool.end() };
   }
   if (!existsSync(target.db)) {
-    throw new CommandError(`no such SQLite file: ${target.db} (for Postgres, pass a postgres:// URL)`);
+    throw new CommandError(
+      mayHoldSecret(target.db)
+        ? "the database given is neither a postgres:// URL nor an existing SQLite file (not shown: it may hold a password); pass a postgres:// URL or the path of a SQLite file"
+        : `no such SQLite file: ${target.db} (for Postgres, pass a postgres:// URL)`,
+    );
   }
   const db = await openSqliteFile(target.db);
   return {
@@ -85,13 +89,18 @@ async function openSqliteFile(file: string): Promise<SqliteFile> {
   if (!builtIn) {
     throw peer instanceof CommandError
       ? peer
-      : new CommandError(`could not open the SQLite file ${file}: ${messageOf(peer)}`);
+      : new CommandError(`could not open the SQLite file ${fileName(file)}: ${messageOf(peer)}`);
   }
   try {
     return new builtIn.DatabaseSync(file);
   } catch (error) {
-    throw new CommandError(`could not open the SQLite file ${file}: ${messageOf(error)}`);
+    throw new CommandError(`could not open the SQLite file ${fileName(file)}: ${messageOf(error)}`);
   }
+}
+
+/** A SQLite file's path for a message, unless it reads as a connection string (see mayHoldSecret). */
+function fileName(file: string): string {
+  return mayHoldSecret(file) ? "given" : file;
 }
 
 /** The inbox, with an option the inbox refuses (the scope, the table) turned into a usage error. */
@@ -116,6 +125,16 @@ export async function loadPeer<T>(name: string, what: string): Promise<T> {
     }
     throw new CommandError(`could not load ${name}: ${messageOf(error)}`);
   }
+}
+
+/**
+ * Whether a `--db` value the command does not read as a postgres:// URL may still be a connection
+ * string with a password (SQLAlchemy's postgresql+psycopg2://, JDBC, a URL pasted with a leading
+ * space, libpq's `host=… password=…`): such a value is never echoed, since a file path seldom has
+ * any of these and an error is printed where others read it (a CI log, a shared terminal).
+ */
+function mayHoldSecret(db: string): boolean {
+  return /:\/\/|@|=/.test(db);
 }
 
 /** A database's failure as one line, with any password of a connection string hidden. */

@@ -2,6 +2,7 @@
 // attempts, last error, next attempt), or every field of one with its body, for a person at a
 // terminal; `--json` prints the events as they are instead.
 import type { KeptEvent } from "../stores/work/types.js";
+import { printable } from "./terminal-text.js";
 
 const COLUMNS = ["ID", "STATE", "TYPE", "FLAG", "ATTEMPTS", "LAST ERROR", "NEXT ATTEMPT"] as const;
 /** The widest a cell of these columns gets; the rest is cut with an ellipsis. */
@@ -128,24 +129,6 @@ function parsed(body: string | null): Record<string, unknown> | undefined {
 
 function oneLine(text: string): string {
   return text.replace(/\s+/g, " ").trim();
-}
-
-// The C0 controls, DEL, the C1 controls (U+009B is a terminal's CSI, as ESC [ is) and the marks
-// that reorder the text after them: a terminal acts on them (clears the screen, sets the window's
-// title, hides or reverses text) instead of showing them.
-const CONTROLS = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/gu;
-
-/**
- * `text` safe to print on a terminal: every control character written as its escape (`\x1b`,
- * `\u202e`), so a person sees what was there and the terminal acts on none of it. The text comes
- * from the sender (id, type, body) and from whatever a handler's error quoted.
- */
-function printable(text: string, keepNewlines = false): string {
-  return text.replace(CONTROLS, (control) => {
-    if (keepNewlines && control === "\n") return control;
-    const code = control.charCodeAt(0);
-    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
-  });
 }
 
 function cut(text: string, width: number): string {

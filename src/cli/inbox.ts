@@ -7,6 +7,7 @@ import { type Command, type CommandArgs, CommandError, UsageError } from "./comm
 import { DB_ENV, databaseProblem, type OpenInbox, openInbox, underlying } from "./inbox-db.js";
 import { Progress } from "./inbox-progress.js";
 import { eventDetails, eventTable } from "./inbox-table.js";
+import { printable, terminalJson } from "./terminal-text.js";
 
 const ACTIONS = ["list", "show", "replay", "purge"] as const;
 type Action = (typeof ACTIONS)[number];
@@ -99,12 +100,12 @@ const ACTION_RUNS: Record<Action, ActionRun> = {
       const parked = state === "pending" ? [] : await inbox.parked({ limit });
       const events = [...pending, ...parked].sort((a, b) => (a.receivedAt ?? 0) - (b.receivedAt ?? 0)).slice(0, limit);
       if (values.json) {
-        stdout.write(`${JSON.stringify(events, null, 2)}\n`);
+        stdout.write(`${terminalJson(events)}\n`);
         return 0;
       }
       const what = state === "all" ? "pending or parked" : state;
       if (events.length === 0) {
-        stdout.write(`No ${what} events in scope "${values.scope}".\n`);
+        stdout.write(`No ${what} events in scope "${printable(String(values.scope))}".\n`);
         return 0;
       }
       stdout.write(eventTable(events, Date.now()));
@@ -121,8 +122,8 @@ const ACTION_RUNS: Record<Action, ActionRun> = {
     async act({ inbox }, values, ids, { stdout }) {
       const id = ids[0] as string;
       const event = await inbox.kept(id);
-      if (!event) throw new CommandError(`no event ${id} in scope "${values.scope}"`);
-      stdout.write(values.json ? `${JSON.stringify(event, null, 2)}\n` : eventDetails(event, Date.now()));
+      if (!event) throw new CommandError(`no event ${printable(id)} in scope "${printable(String(values.scope))}"`);
+      stdout.write(values.json ? `${terminalJson(event)}\n` : eventDetails(event, Date.now()));
       return 0;
     },
   },

@@ -320,6 +320,24 @@ describe.each(backends)("flag-webhooks inbox on $name", ({ available, backend: c
         expect(shown.stdout).not.toMatch(CONTROL);
         expect(shown.stdout).toContain("upstream said: \\x1b[2J\\x1b]0;owned\\x07\\x9b31m\\u202ereversed\\x01\\x0d");
       }
+      // --json too: JSON.stringify escapes only U+0000–U+001F, so the C1 controls and the marks are
+      // written \uXXXX by the command, and the JSON still parses back to what was kept.
+      const json = await run([...args(backend, "controls", "list"), "--json"]);
+      expect(json.stdout).not.toMatch(CONTROL);
+      expect(json.stdout).toContain("\\u009b31m\\u202ereversed");
+      expect(JSON.parse(json.stdout).map((kept: { lastError: string }) => kept.lastError)).toEqual([
+        `upstream said: ${hostile}`,
+        `upstream said: ${hostile}`,
+      ]);
+      const one = await run([...args(backend, "controls", "show", event.id), "--json"]);
+      expect(one.stdout).not.toMatch(CONTROL);
+      expect(JSON.parse(one.stdout).id).toBe(event.id);
+      // An id that is not there is echoed as the table writes it, not as typed.
+      expectOneLineError(
+        await run(args(backend, "controls", "show", "evt_\x1b]0;x\x07\x9b")),
+        1,
+        'no event evt_\\x1b]0;x\\x07\\x9b in scope "controls"',
+      );
     },
   );
 
@@ -430,6 +448,18 @@ describe("flag-webhooks inbox, called wrongly or pointed at nothing", () => {
       `no such SQLite file: ${file} (for Postgres, pass a postgres:// URL)`,
     );
     expect(existsSync(file)).toBe(false);
+  });
+
+  it("a connection string it does not read as a postgres:// URL is refused without being echoed", async () => {
+    // libpq's key=value form: were it echoed as a missing file's name, its password would be printed.
+    const result = await run(["inbox", "list", "--scope", "s"], {
+      env: { FLAG_WEBHOOKS_DB: "host=127.0.0.1 user=app password=s3cr3t dbname=app" },
+    });
+    expectOneLineError(
+      result,
+      1,
+      "the database given is neither a postgres:// URL nor an existing SQLite file (not shown: it may hold a password); pass a postgres:// URL or the path of a SQLite file",
+    );
   });
 
   it("an unreachable Postgres: one line, and the URL's password is never printed", async () => {

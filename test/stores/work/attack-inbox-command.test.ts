@@ -28,7 +28,7 @@ describe("flag-webhooks inbox: a connection string with a password, in a form it
     ` postgres://app:${PASSWORD}@127.0.0.1:1/app`,
     `host=127.0.0.1 port=1 user=app password=${PASSWORD} dbname=app`,
   ];
-  it.fails("never prints the password, whatever the form (4 of 4 printed it)", async () => {
+  it("never prints the password, whatever the form (4 of 4 printed it)", async () => {
     const printed: string[] = [];
     for (const db of forms) {
       const result = await run(["inbox", "list", "--scope", SCOPE], { env: { FLAG_WEBHOOKS_DB: db } });
@@ -114,7 +114,7 @@ describe("flag-webhooks inbox: hostile ids, types and errors", () => {
   // (U+202E) are not, so `list --json` at a terminal sends them: 3 fields of each event (the id,
   // the flag in the body, the last error) in list --json, and show --json likewise. Written as
   // \u009b the JSON would parse to the same values.
-  it.fails("list --json and show --json print no C1 control or bidi mark (both printed them)", async () => {
+  it("list --json and show --json print no C1 control or bidi mark (both printed them)", async () => {
     const listed = await run([...args("list"), "--json"]);
     const shown = await run([...args("show", controlId), "--json"]);
     expect(listed.code).toBe(0);
@@ -128,7 +128,7 @@ describe("flag-webhooks inbox: hostile ids, types and errors", () => {
 
   // Broken, a small one: an id that is not there is echoed as typed in "no event …", controls and
   // all (here ESC ] 0; … BEL, which sets the terminal's title), where the table escapes them.
-  it.fails("an id that is not there is not echoed with its controls", async () => {
+  it("an id that is not there is not echoed with its controls", async () => {
     const result = await run(args("show", "evt_\u001b]0;owned\u0007"));
     expect(result.code).toBe(1);
     expect(result.stderr).not.toMatch(/[\p{Cc}](?<!\n)/u);

@@ -1,0 +1,33 @@
+// Text the command prints that came from a sender or a handler (ids, types, bodies, errors),
+// made safe for a terminal, in the table and in --json alike: one rule for which characters a
+// terminal acts on, and one way of writing them.
+
+// The C0 controls, DEL, the C1 controls (U+009B is a terminal's CSI, as ESC [ is) and the marks
+// that reorder the text after them: a terminal acts on them (clears the screen, sets the window's
+// title, hides or reverses text) instead of showing them.
+const CONTROLS = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/gu;
+
+/**
+ * `text` safe to print on a terminal: every control character written as its escape (`\x1b`,
+ * `\u202e`), so a person sees what was there and the terminal acts on none of it.
+ */
+export function printable(text: string, keepNewlines = false): string {
+  return text.replace(CONTROLS, (control) => {
+    if (keepNewlines && control === "\n") return control;
+    const code = control.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
+}
+
+/**
+ * `value` as indented JSON with no control a terminal acts on: JSON.stringify escapes only
+ * U+0000–U+001F, so DEL, the C1 controls and the bidi marks are written as `\uXXXX` too. They can
+ * only occur inside strings (JSON's own characters are ASCII), so it parses back to the same value.
+ */
+export function terminalJson(value: unknown): string {
+  return JSON.stringify(value, null, 2).replace(CONTROLS, (control) =>
+    control.length === 1 && control.charCodeAt(0) < 0x20
+      ? control
+      : `\\u${control.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+}
