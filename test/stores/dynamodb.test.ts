@@ -15,7 +15,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { buildCases, type DeliveryCase, LIMIT, SECRET, SECRETS } from "../support/cases.js";
 import { signatureOf } from "../support/deliveries.js";
-import { type Dynalite, startDynalite, stopDynalite } from "../support/dynalite.js";
+import { countedClient, type Dynalite, startDynalite, stopDynalite } from "../support/dynalite.js";
 import { describeStoreContract, expectScopeChecked } from "../support/store-contract.js";
 
 // DynamoDBDedupeStore against dynalite (the DynamoDB API, served from this process on a free
@@ -36,16 +36,8 @@ const store = (scope: string, client: DynamoDBClient = db.client()) =>
 
 /** A client that records the name of every command it sends. */
 function countingClient(): { client: DynamoDBClient; sent: string[] } {
-  const client = db.client();
-  const sent: string[] = [];
-  client.middlewareStack.add(
-    (next, context) => (args) => {
-      sent.push(String(context.commandName).replace(/Command$/, ""));
-      return next(args);
-    },
-    { step: "initialize" },
-  );
-  return { client, sent };
+  const { client, names } = countedClient(db);
+  return { client, sent: names };
 }
 
 describeStoreContract(

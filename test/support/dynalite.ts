@@ -49,19 +49,20 @@ server.listen(0, "127.0.0.1", () => parentPort.postMessage(server.address().port
 
 /**
  * A client of `db` that counts the commands sent through it (a middleware on the SDK's own
- * stack), for the tests and benchmarks that count a delivery's requests.
+ * stack), for the tests and benchmarks that count a delivery's requests: `sent()` how many,
+ * `names` each one's command name in order (once each, whatever the SDK retries).
  */
-export function countedClient(db: LocalDynamoDB): { client: DynamoDBClient; sent: () => number } {
+export function countedClient(db: LocalDynamoDB): { client: DynamoDBClient; sent: () => number; names: string[] } {
   const client = db.client();
-  let sent = 0;
+  const names: string[] = [];
   client.middlewareStack.add(
-    (next) => (args) => {
-      sent++;
+    (next, context) => (args) => {
+      names.push(String(context.commandName).replace(/Command$/, ""));
       return next(args);
     },
     { step: "initialize" },
   );
-  return { client, sent: () => sent };
+  return { client, sent: () => names.length, names };
 }
 
 export async function startDynalite(table = "flag-webhooks-dedupe"): Promise<Dynalite> {

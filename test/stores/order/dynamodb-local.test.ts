@@ -5,6 +5,7 @@ import { DynamoDBDedupeStore, DynamoDBOrderStore } from "flag-webhooks/dynamodb"
 import { webhookHandler } from "flag-webhooks/fetch";
 import { createEvent, signedRequest } from "flag-webhooks/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { countedClient } from "../../support/dynalite.js";
 import {
   type DynamoDBLocal,
   dynamodbLocalAvailability,
@@ -30,18 +31,10 @@ afterAll(() => stopDynamoDBLocal(db));
 const local = () => db as DynamoDBLocal;
 const newScope = () => `tx-${randomUUID().slice(0, 8)}`;
 
-/** A client of DynamoDB Local that records the name of every command it sends (once each, whatever the SDK retries). */
+/** A client that records the name of every command it sends. */
 function countingClient(): { client: DynamoDBClient; sent: string[] } {
-  const client = local().client();
-  const sent: string[] = [];
-  client.middlewareStack.add(
-    (next, context) => (args) => {
-      sent.push(String(context.commandName).replace(/Command$/, ""));
-      return next(args);
-    },
-    { step: "initialize" },
-  );
-  return { client, sent };
+  const { client, names } = countedClient(local());
+  return { client, sent: names };
 }
 
 /** A receiver with dedupe (and `order`, unless false) on one client and table, and what its handler saw. */
