@@ -1,13 +1,10 @@
 import { randomUUID } from "node:crypto";
-import Database from "better-sqlite3";
-import { PostgresInbox } from "flag-webhooks/postgres";
-import { SqliteInbox } from "flag-webhooks/sqlite";
 import { afterAll, describe, expect, it } from "vitest";
 import { adapterReceiver, closeReceivers } from "../../support/adapter-receivers.js";
 import { eventJson } from "../../support/deliveries.js";
+import { type InboxSubject, inboxSubjects } from "../../support/inbox-subjects.js";
 import { effectsDatabase } from "../../support/postgres-effects.js";
 import { postgresAvailability } from "../../support/postgres-server.js";
-import { databaseFile } from "../../support/sqlite.js";
 
 // Attack on purge() against the promise that a kept event's effects happen once: a done event
 // purged while a copy of it can still arrive (within maxAge, well within the inbox's retention).
@@ -21,53 +18,7 @@ const availability = postgresAvailability();
 const database = effectsDatabase(availability.available);
 afterAll(closeReceivers);
 
-interface Subject {
-  inbox: PostgresInbox<never> | SqliteInbox;
-  /** The handler's write through tx. */
-  effect(tx: unknown, id: string): Promise<unknown>;
-  effects(id: string): Promise<number>;
-}
-
-const SUBJECTS: { name: string; available: boolean; make(now: () => number): Promise<Subject> }[] = [
-  {
-    name: "SQLite (better-sqlite3)",
-    available: true,
-    async make(now) {
-      const db = new Database(databaseFile());
-      afterAll(() => db.close());
-      db.pragma("journal_mode = wal");
-      db.exec("create table effects (event_id text not null)");
-      const inbox = new SqliteInbox(db, { scope: "purge-done", now });
-      await inbox.migrate();
-      return {
-        inbox,
-        effect: async (tx, id) =>
-          (tx as Database.Database).prepare("insert into effects (event_id) values (?)").run(id),
-        effects: async (id) =>
-          (db.prepare("select count(*) as n from effects where event_id = ?").get(id) as { n: number }).n,
-      };
-    },
-  },
-  {
-    name: "Postgres (pg)",
-    available: availability.available,
-    async make(now) {
-      const inbox = new PostgresInbox(database.pool(4), {
-        scope: `purge-done-${randomUUID()}`,
-        now,
-      }) as PostgresInbox<never>;
-      return {
-        inbox,
-        effect: (tx, id) =>
-          (tx as { query(sql: string, params: unknown[]): Promise<unknown> }).query(
-            "insert into effects (event_id) values ($1)",
-            [id],
-          ),
-        effects: (id) => database.effects(id),
-      };
-    },
-  },
-];
+const SUBJECTS = inboxSubjects(database, availability.available);
 
 for (const { name, available, make } of SUBJECTS) {
   describe.runIf(available)(`${name}: a copy of a done event, after a purge`, () => {
@@ -76,9 +27,10 @@ for (const { name, available, make } of SUBJECTS) {
      * event's id), then a copy delivered and the worker run again; `later` ms on the inbox's clock
      * pass before `clean`.
      */
-    async function copyAfter(clean: (inbox: Subject["inbox"], id: string) => Promise<number>, later = 0) {
+    async function copyAfter(clean: (inbox: InboxSubject["inbox"], id: string) => Promise<number>, later = 0) {
       let skew = 0;
-      const subject = await make(() => Date.now() + skew);
+      const subject = make({ scope: "purge-done", now: () => Date.now() + skew });
+      await subject.inbox.migrate();
       const send = await adapterReceiver("fetch", { secret: SECRET, maxAge: "5m", onEvent: subject.inbox.enqueue() });
       const id = `evt_${randomUUID()}`;
       const body = eventJson(id);
