@@ -133,13 +133,18 @@ it("the delivery case table through the Worker on D1: refusals never reach the i
     for (const [name, value] of Object.entries(c.headers)) {
       for (const each of Array.isArray(value) ? value : [value]) headers.append(name, each);
     }
-    let answer: Awaited<ReturnType<typeof mf.dispatchFetch>>;
-    try {
-      answer = await mf.dispatchFetch("http://worker/cases", {
+    const send = () =>
+      mf.dispatchFetch("http://worker/cases", {
         method: c.method ?? "POST",
         headers,
         body: (c.method ?? "POST") === "GET" ? undefined : c.body,
       });
+    let answer: Awaited<ReturnType<typeof mf.dispatchFetch>>;
+    try {
+      // miniflare's proxy reset one connection of an accepted case once, on a loaded CI machine
+      // ("fetch failed", ECONNRESET): sent again as a sender would, a copy is a duplicate 204 and
+      // a refusal the same refusal, so the effects counted below still say "once".
+      answer = await send().catch(send);
     } catch (error) {
       // A refusal answered before the body was read closes the connection (413, an unsigned
       // body, a method other than POST): on a loaded machine the close can reach the client
