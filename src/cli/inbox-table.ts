@@ -5,9 +5,12 @@ import type { KeptEvent } from "../stores/work/types.js";
 import { printable } from "./terminal-text.js";
 
 const COLUMNS = ["ID", "STATE", "TYPE", "FLAG", "ATTEMPTS", "LAST ERROR", "NEXT ATTEMPT"] as const;
-/** The widest a cell of these columns gets; the rest is cut with an ellipsis. */
+/**
+ * The widest a cell of these columns gets; the rest is cut with an ellipsis. Never the id: what the
+ * table lists is what show, replay and purge are given (a hashed id is 65 characters).
+ */
 const WIDEST: Record<(typeof COLUMNS)[number], number> = {
-  ID: 40,
+  ID: Number.POSITIVE_INFINITY,
   STATE: 7,
   TYPE: 24,
   FLAG: 24,
@@ -18,9 +21,11 @@ const WIDEST: Record<(typeof COLUMNS)[number], number> = {
 
 /** The events as an aligned table, one line each, with times relative to `now`. */
 export function eventTable(events: readonly KeptEvent[], now: number): string {
-  const rows = events.map((event) =>
-    [
-      event.id,
+  // The id is not made one line (that would turn a tab or two spaces into one space, another id):
+  // its controls are escaped, as readBack() reads them.
+  const rows = events.map((event) => [
+    printable(event.id),
+    ...[
       event.state,
       event.type ?? "-",
       flagOf(event) ?? "-",
@@ -28,7 +33,7 @@ export function eventTable(events: readonly KeptEvent[], now: number): string {
       event.lastError ?? "-",
       nextAttempt(event, now),
     ].map((cell) => printable(oneLine(cell))),
-  );
+  ]);
   const widths = COLUMNS.map((title, i) =>
     Math.min(WIDEST[title], Math.max(title.length, ...rows.map((row) => (row[i] as string).length))),
   );

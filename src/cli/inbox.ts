@@ -7,7 +7,7 @@ import { type Command, type CommandArgs, CommandError, UsageError } from "./comm
 import { DB_ENV, databaseProblem, type OpenInbox, openInbox, underlying } from "./inbox-db.js";
 import { Progress } from "./inbox-progress.js";
 import { eventDetails, eventTable } from "./inbox-table.js";
-import { printable, terminalJson } from "./terminal-text.js";
+import { printable, readBack, terminalJson } from "./terminal-text.js";
 
 const ACTIONS = ["list", "show", "replay", "purge"] as const;
 type Action = (typeof ACTIONS)[number];
@@ -121,7 +121,7 @@ const ACTION_RUNS: Record<Action, ActionRun> = {
     },
     async act({ inbox }, values, ids, { stdout }) {
       const id = ids[0] as string;
-      const event = await inbox.kept(id);
+      const event = (await inbox.kept(id)) ?? (readBack(id) === id ? undefined : await inbox.kept(readBack(id)));
       if (!event) throw new CommandError(`no event ${printable(id)} in scope "${printable(String(values.scope))}"`);
       stdout.write(values.json ? `${terminalJson(event)}\n` : eventDetails(event, Date.now()));
       return 0;
@@ -138,7 +138,7 @@ const ACTION_RUNS: Record<Action, ActionRun> = {
       let replayed = 0;
       if (ids.length > 0) {
         for (const [index, id] of ids.entries()) {
-          replayed += await inbox.replay(id);
+          replayed += await inbox.replay(await idMeant(inbox, id));
           progress.update(`replaying: ${index + 1} of ${ids.length}`);
         }
       } else {
@@ -166,7 +166,7 @@ const ACTION_RUNS: Record<Action, ActionRun> = {
     },
     async act({ inbox }, values, ids, { stdout }) {
       let purged = 0;
-      if (ids.length > 0) for (const id of ids) purged += await inbox.purge(id);
+      if (ids.length > 0) for (const id of ids) purged += await inbox.purge(await idMeant(inbox, id));
       else {
         const state = stateOf(values, ["parked", "pending", "done"]) as "parked" | "pending" | "done";
         const before = values.before === undefined ? {} : { before: instantOf(values.before, "before") };
@@ -177,6 +177,16 @@ const ACTION_RUNS: Record<Action, ActionRun> = {
     },
   },
 };
+
+/**
+ * The event an id given on the command line names: the id as typed when an event has it, or else
+ * the id with the table's escapes (`\x9b`) read back, so that an id copied from `list` works.
+ */
+async function idMeant(inbox: OpenInbox["inbox"], id: string): Promise<string> {
+  const unescaped = readBack(id);
+  if (unescaped === id || (await inbox.kept(id))) return id;
+  return unescaped;
+}
 
 /** Follows the inbox's counts until nothing is pending or running, on the progress line. */
 async function waitForWorkers(inbox: OpenInbox["inbox"], progress: Progress) {

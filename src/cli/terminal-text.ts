@@ -31,3 +31,16 @@ export function terminalJson(value: unknown): string {
       : `\\u${control.charCodeAt(0).toString(16).padStart(4, "0")}`,
   );
 }
+
+/**
+ * `text` with the escapes printable() writes (`\x1b`, `\u202e`) read back into the controls they
+ * stand for, so that an id copied from the table names the event. Only escapes of the controls
+ * printable() escapes are read back: any other `\x41` stays as typed.
+ */
+export function readBack(text: string): string {
+  return text.replace(/\\x([0-9a-f]{2})|\\u([0-9a-f]{4})/g, (written, byte?: string, unit?: string) => {
+    const control = String.fromCharCode(Number.parseInt((byte ?? unit) as string, 16));
+    // printable() writes an escape only for a control, and each control one way.
+    return printable(control) === written ? control : written;
+  });
+}

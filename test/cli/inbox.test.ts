@@ -332,6 +332,15 @@ describe.each(backends)("flag-webhooks inbox on $name", ({ available, backend: c
       const one = await run([...args(backend, "controls", "show", event.id), "--json"]);
       expect(one.stdout).not.toMatch(CONTROL);
       expect(JSON.parse(one.stdout).id).toBe(event.id);
+      // The id as the table lists it, escapes and all, names the event for show, replay and purge.
+      const listedId = "evt_\\x1b[31mcontrols";
+      expect(listed.stdout).toContain(`\n${listedId}  `);
+      expect((await run(args(backend, "controls", "show", listedId))).stdout).toContain(`id:           ${listedId}\n`);
+      expect((await run(args(backend, "controls", "replay", listedId))).stdout).toBe(
+        "Replayed 1 event: due now, with all their attempts.\n",
+      );
+      expect((await run(args(backend, "controls", "purge", listedId))).stdout).toBe("Purged 1 event.\n");
+      expect(await inbox.kept(event.id)).toBeUndefined();
       // An id that is not there is echoed as the table writes it, not as typed.
       expectOneLineError(
         await run(args(backend, "controls", "show", "evt_\x1b]0;x\x07\x9b")),
@@ -340,6 +349,24 @@ describe.each(backends)("flag-webhooks inbox on $name", ({ available, backend: c
       );
     },
   );
+
+  it.runIf(available)("list prints every id whole, so that show takes what it printed", async () => {
+    const backend = current();
+    const inbox = backend.inbox("long-ids");
+    await inbox.migrate();
+    // 64 characters as sent, and one over 1 KiB that the stores keep as # and its SHA-256 (65).
+    for (const id of [`evt_${"z".repeat(60)}`, `evt_${"w".repeat(1100)}`]) {
+      await inbox.enqueue()(createEvent("flag.updated", { id }));
+    }
+    const listed = await run(args(backend, "long-ids", "list"));
+    const listedIds = listed.stdout
+      .trimEnd()
+      .split("\n")
+      .slice(1)
+      .map((line) => line.split(" ")[0] as string);
+    expect([...listedIds].sort()).toEqual([expect.stringMatching(/^#[0-9a-f]{64}$/), `evt_${"z".repeat(60)}`]);
+    for (const id of listedIds) expect((await run(args(backend, "long-ids", "show", id))).code).toBe(0);
+  });
 
   it.runIf(available)("show prints a body as received when re-indenting its JSON would change it", async () => {
     const backend = current();
