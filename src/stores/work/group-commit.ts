@@ -47,7 +47,7 @@ export async function keepAll(
     const json = JSON.stringify(unique.map((a) => Object.fromEntries(ARRIVAL_FIELDS.map((f) => [f, a[f]]))));
     rows = await db.query(sql.insertMany, [scope, json], bound);
   }
-  const kept = new Set(rows.map((row) => String(row.id)));
+  const kept = keptIn(rows);
   return arrivals.map((arrival) => {
     if (first.get(arrival.id) !== arrival) return kept.has(arrival.id) ? "copy" : "there";
     return kept.has(arrival.id) ? "kept" : "there";
@@ -67,7 +67,12 @@ export function keepNow(
 ): Found | undefined {
   const rows = db.queryNow?.(sql.insert, arrivalParams(scope, arrival), bound);
   if (!rows) return undefined;
-  return rows.some((row) => String(row.id) === arrival.id) ? "kept" : "there";
+  return keptIn(rows).has(arrival.id) ? "kept" : "there";
+}
+
+/** The ids a keeping statement kept: the rows it returned (a row it met is not returned). */
+function keptIn(rows: readonly KeepRow[]): Set<string> {
+  return new Set(rows.map((row) => String(row.id)));
 }
 
 /**

@@ -52,10 +52,10 @@ export interface KeepSettings {
 const LIST_LIMIT = 100;
 const exact = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
-/** Keep-then-work on one inbox. */
 /** What `#met` answers for an expired row kept anew: the delivery goes on as a new event's. */
 const REVIVED = Symbol("revived");
 
+/** Keep-then-work on one inbox. */
 export class Keep {
   readonly #ground: Ground;
 
