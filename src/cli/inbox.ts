@@ -121,7 +121,7 @@ const ACTION_RUNS: Record<Action, ActionRun> = {
     },
     async act({ inbox }, values, ids, { stdout }) {
       const id = ids[0] as string;
-      const event = (await inbox.kept(id)) ?? (readBack(id) === id ? undefined : await inbox.kept(readBack(id)));
+      const event = await inbox.kept(await idMeant(inbox, id));
       if (!event) throw new CommandError(`no event ${printable(id)} in scope "${printable(String(values.scope))}"`);
       stdout.write(values.json ? `${terminalJson(event)}\n` : eventDetails(event, Date.now()));
       return 0;
