@@ -27,8 +27,11 @@ export async function setBusyTimeout(on: Executes, ms: number): Promise<void> {
 
 /** The inbox's wait for the lock on one transaction's connection of a libSQL client, and the app's value put back. */
 export interface LockWait {
-  /** Reads the app's busy_timeout, then sets `ms` on the connection the client's next transaction takes. */
-  beforeBegin(ms: number): Promise<void>;
+  /**
+   * Sets the busy_timeout to 0 on the connection the client's next transaction takes, having read
+   * the app's own value first (once per transaction: a try after a failed one finds it put back).
+   */
+  beforeBegin(): Promise<void>;
   /**
    * Puts the app's value back: on `on` (a transaction that began too late, still open), or, while
    * the inbox's wait is set, through the client, whose next call takes the connection the
@@ -46,11 +49,12 @@ export function lockWait(client: Executes, local: boolean): LockWait {
   let previous: number | undefined;
   let waiting = false;
   return {
-    async beforeBegin(ms) {
+    async beforeBegin() {
       if (!local) return;
-      previous = await readBusyTimeout(client);
+      // Read once: were a put-back to have failed, a second read would take the inbox's 0 for the app's.
+      previous ??= await readBusyTimeout(client);
       waiting = true;
-      await setBusyTimeout(client, ms);
+      await setBusyTimeout(client, 0);
     },
     async putBack(on) {
       if (previous === undefined || !(on || waiting)) return;

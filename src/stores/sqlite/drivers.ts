@@ -266,7 +266,7 @@ async function beginOnce(
 ): Promise<SqliteAsyncTransaction> {
   const left = Math.max(1, deadline - Date.now());
   // The client's connection is the one its next transaction takes.
-  await wait.beforeBegin(0);
+  await wait.beforeBegin();
   try {
     return await withTimeout(beginWrite(client, local), left, expired, (late) => {
       void wait
