@@ -20,14 +20,14 @@ export async function startRedisCluster(): Promise<RedisCluster> {
   const servers: RedisServer[] = [];
   try {
     for (let i = 0; i < 3; i++) {
-      // The cluster bus port is chosen too: by default it is the port + 10000, which may be taken or past 65535.
-      const bus = await freePort();
+      // The cluster bus port is chosen too (by default it is the port + 10000, which may be taken
+      // or past 65535), afresh with each start startRedis tries.
       servers.push(
-        await startRedis([
+        await startRedis(async () => [
           "--cluster-enabled",
           "yes",
           "--cluster-port",
-          String(bus),
+          String(await freePort()),
           "--cluster-config-file",
           "nodes.conf",
         ]),

@@ -40,15 +40,18 @@ export function redisAvailability(): { available: true } | { available: false; r
  * `["--appendonly", "yes", "--appendfsync", "always"]` for a server whose acknowledged writes
  * survive a crash and `restart()`.
  */
-export async function startRedis(extraArgs: readonly string[] = []): Promise<RedisServer> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), "flag-webhooks-redis-"));
+export async function startRedis(
+  extraArgs: readonly string[] | (() => Promise<readonly string[]>) = [],
+): Promise<RedisServer> {
+  let port = 0;
+  let dir = "";
+  let args: readonly string[] = [];
   let child: ChildProcess;
 
   async function launch(): Promise<void> {
     child = spawn(
       "redis-server",
-      ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, ...extraArgs],
+      ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, ...args],
       { stdio: ["ignore", "pipe", "pipe"] },
     );
     let output = "";
@@ -75,7 +78,21 @@ export async function startRedis(extraArgs: readonly string[] = []): Promise<Red
     await exited;
   }
 
-  await launch();
+  // A port free when asked may be taken before redis-server binds it (another process's outgoing
+  // connection, on a busy machine): such a start is tried again on fresh ports and a fresh folder
+  // (a cluster node's half-written nodes.conf stays behind), three times at most.
+  for (let tries = 1; ; tries++) {
+    port = await freePort();
+    args = typeof extraArgs === "function" ? await extraArgs() : extraArgs;
+    dir = mkdtempSync(join(tmpdir(), "flag-webhooks-redis-"));
+    try {
+      await launch();
+      break;
+    } catch (error) {
+      rmSync(dir, { recursive: true, force: true });
+      if (tries === 3 || !String(error).includes("Address already in use")) throw error;
+    }
+  }
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
