@@ -5,6 +5,7 @@ import { existsSync } from "node:fs";
 import { PostgresInbox } from "../stores/postgres/index.js";
 import { SqliteInbox } from "../stores/sqlite/index.js";
 import { CommandError, UsageError } from "./command.js";
+import { mayHoldSecret } from "./terminal-text.js";
 
 /** The environment variable that holds the database, so that a password stays out of shell history. */
 export const DB_ENV = "FLAG_WEBHOOKS_DB";
@@ -98,7 +99,10 @@ async function openSqliteFile(file: string): Promise<SqliteFile> {
   }
 }
 
-/** A SQLite file's path for a message, unless it reads as a connection string (see mayHoldSecret). */
+/**
+ * A SQLite file's path for a message, unless it reads as a connection string (a `--db` value the
+ * command did not read as a postgres:// URL may still be one).
+ */
 function fileName(file: string): string {
   return mayHoldSecret(file) ? "given" : file;
 }
@@ -125,16 +129,6 @@ export async function loadPeer<T>(name: string, what: string): Promise<T> {
     }
     throw new CommandError(`could not load ${name}: ${messageOf(error)}`);
   }
-}
-
-/**
- * Whether a `--db` value the command does not read as a postgres:// URL may still be a connection
- * string with a password (SQLAlchemy's postgresql+psycopg2://, JDBC, a URL pasted with a leading
- * space, libpq's `host=… password=…`): such a value is never echoed, since a file path seldom has
- * any of these and an error is printed where others read it (a CI log, a shared terminal).
- */
-function mayHoldSecret(db: string): boolean {
-  return /:\/\/|@|=/.test(db);
 }
 
 /** A database's failure as one line, with any password of a connection string hidden. */

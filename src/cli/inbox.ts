@@ -7,7 +7,7 @@ import { type Command, type CommandArgs, CommandError, UsageError } from "./comm
 import { DB_ENV, databaseProblem, type OpenInbox, openInbox, underlying } from "./inbox-db.js";
 import { Progress } from "./inbox-progress.js";
 import { eventDetails, eventTable } from "./inbox-table.js";
-import { printable, readBack, terminalJson } from "./terminal-text.js";
+import { echoed, printable, readBack, terminalJson } from "./terminal-text.js";
 
 const ACTIONS = ["list", "show", "replay", "purge"] as const;
 type Action = (typeof ACTIONS)[number];
@@ -62,7 +62,7 @@ async function runInbox(args: CommandArgs): Promise<number> {
   const [action, ...ids] = positionals;
   if (action === undefined) throw new UsageError("missing what to do: list, show, replay or purge");
   if (!(ACTIONS as readonly string[]).includes(action)) {
-    throw new UsageError(`unknown action "${action}": list, show, replay or purge`);
+    throw new UsageError(`unknown action ${echoed(action)}: list, show, replay or purge`);
   }
   const db = values.db ?? env[DB_ENV];
   if (typeof db !== "string" || db === "") throw new UsageError(`no database: pass --db <url|file> or set ${DB_ENV}`);

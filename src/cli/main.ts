@@ -2,6 +2,7 @@ import { type ParseArgsConfig, parseArgs } from "node:util";
 import { type Command, type CommandArgs, CommandError, SECRET_ENV, SECRET_MIN_LENGTH, UsageError } from "./command.js";
 import { commands as defaultCommands } from "./commands.js";
 import { commandHelp, helpOption, topHelp } from "./help.js";
+import { echoed, printable } from "./terminal-text.js";
 import { VERSION } from "./version.js";
 
 /** The process's environment and streams, passed in so that main() can be run in-process too. */
@@ -59,7 +60,7 @@ function find(commands: readonly Command[], name: string): Command {
   const command = commands.find((c) => c.name === name);
   if (command) return command;
   const near = commands.find((c) => distance(c.name, name) <= 2);
-  throw new UsageError(`unknown command "${name}"${near ? ` (did you mean "${near.name}"?)` : ""}`);
+  throw new UsageError(`unknown command ${echoed(name)}${near ? ` (did you mean "${near.name}"?)` : ""}`);
 }
 
 /** node:util's messages, reworded to one line that names the option the way the help does. */
@@ -94,7 +95,8 @@ function report(error: unknown, io: Io, command: Command | undefined, secrets: s
   for (const secret of secrets) {
     if (secret.length >= SECRET_MIN_LENGTH) message = message.split(secret).join("***");
   }
-  io.stderr.write(`flag-webhooks: ${message}\n`);
+  // Typed arguments and file paths reach messages: a control among them is shown, not acted on.
+  io.stderr.write(`flag-webhooks: ${printable(message, true)}\n`);
   if (!usage) return 1;
   const help = command ? `flag-webhooks ${command.name} --help` : "flag-webhooks --help";
   io.stderr.write(`Run "${help}" for usage.\n`);

@@ -20,6 +20,25 @@ export function printable(text: string, keepNewlines = false): string {
 }
 
 /**
+ * Whether an argument may be a connection string with a password (a postgres:// URL, SQLAlchemy's
+ * postgresql+psycopg2://, JDBC, a URL pasted with a leading space, libpq's `host=… password=…`):
+ * a file path, an action or a command name seldom has any of these, and a message is printed
+ * where others read it (a CI log, a shared terminal).
+ */
+export function mayHoldSecret(typed: string): boolean {
+  return /:\/\/|@|=/.test(typed);
+}
+
+/**
+ * An argument as typed, quoted for a message that names it ("unknown action"), or not shown at
+ * all when it may be a connection string (a `--db` value typed where an action was expected).
+ * Its controls are escaped where every message is written (printable()).
+ */
+export function echoed(typed: string): string {
+  return mayHoldSecret(typed) ? "(not shown: it may hold a password)" : `"${typed}"`;
+}
+
+/**
  * `value` as indented JSON with no control a terminal acts on: JSON.stringify escapes only
  * U+0000–U+001F, so DEL, the C1 controls and the bidi marks are written as `\uXXXX` too. They can
  * only occur inside strings (JSON's own characters are ASCII), so it parses back to the same value.

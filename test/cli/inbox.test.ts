@@ -467,6 +467,25 @@ describe("flag-webhooks inbox, called wrongly or pointed at nothing", () => {
     );
   });
 
+  it("an action typed as a connection string is not echoed; one with controls is shown escaped", async () => {
+    for (const typed of ["postgres://app:hunter2pw@db.internal/prod", "host=db password=hunter2pw"]) {
+      const refused = await run(["inbox", typed, "--scope", "s"]);
+      expectOneLineError(
+        refused,
+        2,
+        "unknown action (not shown: it may hold a password): list, show, replay or purge",
+        "inbox",
+      );
+      expect(refused.stderr).not.toContain("hunter2pw");
+    }
+    expectOneLineError(
+      await run(["inbox", "\u001b]0;owned\u0007list\u202e"]),
+      2,
+      'unknown action "\\x1b]0;owned\\x07list\\u202e": list, show, replay or purge',
+      "inbox",
+    );
+  });
+
   it("a SQLite file that does not exist is not created", async () => {
     const file = `${databaseFile()}.missing`;
     expectOneLineError(

@@ -18,6 +18,14 @@ describe("usage mistakes", () => {
     expectOneLineError(await run(["sendxyz"]), 2, 'unknown command "sendxyz"');
   });
 
+  it("never echoes a command typed as a connection string, and shows a typed control escaped", async () => {
+    const refused = await run(["postgres://app:hunter2pw@db.internal/prod"]);
+    expectOneLineError(refused, 2, "unknown command (not shown: it may hold a password)");
+    expect(refused.stderr).not.toContain("hunter2pw");
+    expectOneLineError(await run(["\u001b[2Jsend"]), 2, 'unknown command "\\x1b[2Jsend"');
+    expectOneLineError(await run(["sign", "--\u009b31m"], withSecret), 2, "unknown option: --\\x9b31m", "sign");
+  });
+
   it("refuses options, named without their value, before the command", async () => {
     expectOneLineError(await run(["--bogus=1"]), 2, "unknown option: --bogus (options go after the command)");
     expectOneLineError(await run(["-x"]), 2, "unknown option: -x (options go after the command)");
