@@ -5,8 +5,7 @@
 // could fail at once with SQLITE_BUSY), and marked with a savepoint, so that COMMIT can see
 // whether the handler ended the inbox's transaction itself.
 import { withTimeout } from "../../util/timeout.js";
-import { type LockWait, lockWait } from "./busy-timeout.js";
-import { beginWrite, type MultipleTransaction } from "./libsql-begin.js";
+import { beginWrite, lockProbe, type WriteTransaction } from "./libsql-begin.js";
 import { libsqlTx, syncTx } from "./nested.js";
 import { turnsOf } from "./turns.js";
 import type { SqliteAsyncClient, SqliteAsyncTransaction, SqliteConnection, SqliteRow } from "./types.js";
@@ -172,18 +171,15 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
 }
 
 /**
- * The driver for an asynchronous client (`@libsql/client`): `beginWrite` is its BEGIN IMMEDIATE
- * (on a local file, on a connection of its own); each step is bounded by the deadline. libSQL runs
- * a local file's statements synchronously under its promises, so a wait inside SQLite (its
- * busy_timeout) would stop this process with it: on a local file the lock another process holds is
- * tried for with SQLite's wait at 0, again after pauses until the deadline (`untilLocked`, as the
- * synchronous drivers do), and COMMIT, which on a rollback journal waits for the file's readers,
- * likewise. A BEGIN that fails leaves the connection as it was (`beginWrite`). The app's own
- * busy_timeout, read first, is put back after each failed try and once the transaction ended,
- * before the turn goes on: the app's statements wait by it, never by the inbox's 0.
+ * The driver for an asynchronous client (`@libsql/client`): `beginWrite` takes the write lock (on
+ * a local file, on a connection of its own, with SQLite's wait at 0 there and the app's value put
+ * back on it), tried again after pauses until the deadline (`untilLocked`, as the synchronous
+ * drivers do), and COMMIT, which on a rollback journal waits for the file's readers, likewise.
+ * Each step is bounded by the deadline.
  */
-export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
+export function asyncDriver(client: SqliteAsyncClient, table: string): InteractiveDriver {
   const turns = turnsOf(client);
+  const probe = lockProbe(table);
   const local = (client as { protocol?: unknown }).protocol === "file";
   const run = async (on: SqliteAsyncTransaction, sql: string, params: readonly Param[] = []) =>
     rowsOf((await on.execute({ sql, args: params as never[] })).rows);
@@ -193,17 +189,17 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
     committed: () => undefined,
     async begin(deadline, expired) {
       const free = await turns.take(deadline, expired);
-      const wait = lockWait(client, local);
-      const attempt = () => beginOnce(client, local, wait, deadline, expired);
-      let tx: SqliteAsyncTransaction;
+      const attempt = () => beginOnce(client, local, probe, deadline, expired);
+      let write: WriteTransaction;
       try {
-        tx = local ? await untilLocked(attempt, deadline, expired) : await attempt();
+        write = local ? await untilLocked(attempt, deadline, expired) : await attempt();
       } catch (error) {
-        await wait.putBack();
         free();
         throw error;
       }
+      const { tx } = write;
       let ended = false;
+      // Each way out gives the connection back (with the app's busy_timeout) before the turn goes on.
       const end = async (how: () => Promise<void>) => {
         if (ended) return;
         ended = true;
@@ -211,15 +207,13 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
           await how();
         } finally {
           tx.close();
-          // Before the turn goes on, so the next transaction reads the app's value, not this wait.
-          await wait.putBack();
           free();
         }
       };
       try {
         await run(tx, `savepoint ${MARK}`);
       } catch (error) {
-        await end(() => tx.rollback()).catch(() => {});
+        await end(write.rollback);
         throw error;
       }
       return {
@@ -231,53 +225,36 @@ export function asyncDriver(client: SqliteAsyncClient): InteractiveDriver {
             try {
               await run(tx, `release ${MARK}`);
             } catch (error) {
-              await tx.rollback().catch(() => {});
+              await write.rollback();
               throw handlerEnded(error);
             }
             if (!local) return tx.commit();
-            // On a rollback journal COMMIT waits for the file's readers: not inside SQLite (its
-            // wait would stop the event loop), but again after pauses, as the synchronous driver
-            // does; a COMMIT that failed busy leaves the transaction open to try again, and
-            // executeMultiple leaves no failed statement running on the connection.
+            // A COMMIT that failed busy (a rollback journal's readers) leaves the transaction open
+            // to try again after a pause, with the event loop free meanwhile.
             try {
-              await untilLocked(() => (tx as MultipleTransaction).executeMultiple("commit"), commitBy, commitExpired);
+              await untilLocked(write.commit, commitBy, commitExpired);
             } catch (error) {
-              await tx.rollback().catch(() => {});
+              await write.rollback();
               throw error;
             }
           }),
-        rollback: () => end(() => tx.rollback()).catch(() => {}),
+        rollback: () => end(write.rollback).catch(() => {}),
       };
     },
   };
 }
 
-/**
- * One BEGIN IMMEDIATE of a libSQL client, with SQLite's own wait for the lock at 0 on a local file
- * (`wait`), so a lock held elsewhere fails at once; the app's value is put back after a failed try,
- * so the app's own statements between tries wait by it.
- */
+/** One try of a libSQL client's write lock (`beginWrite`), bounded by the deadline. */
 async function beginOnce(
   client: SqliteAsyncClient,
   local: boolean,
-  wait: LockWait,
+  probe: string,
   deadline: number,
   expired: () => unknown,
-): Promise<SqliteAsyncTransaction> {
+): Promise<WriteTransaction> {
   const left = Math.max(1, deadline - Date.now());
-  // The client's connection is the one its next transaction takes.
-  await wait.beforeBegin();
-  try {
-    return await withTimeout(beginWrite(client, local), left, expired, (late) => {
-      void wait
-        .putBack(late)
-        .then(() => late.rollback())
-        .finally(() => late.close());
-    });
-  } catch (error) {
-    await wait.putBack();
-    throw error;
-  }
+  // A transaction begun after its delivery gave up is ended, its connection given back as it was.
+  return withTimeout(beginWrite(client, local, probe), left, expired, (late) => void late.rollback());
 }
 
 /** A client's rows (libSQL's Row objects read by column name, as records). */

@@ -94,7 +94,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     this.#order = orderOption(options.order, options.table ?? DEFAULT_TABLE, interactive, this.#scope, this.#retention);
     if (isD1(db)) this.#batch = d1Driver(db);
     else if (isDurableObjectSql(db)) this.#batch = durableObjectDriver(db);
-    else if (isAsyncClient(db)) this.#interactive = asyncDriver(db);
+    else if (isAsyncClient(db)) this.#interactive = asyncDriver(db, options.table ?? DEFAULT_TABLE);
     else if (isConnection(db)) this.#interactive = syncDriver(db);
     else {
       throw new TypeError(

@@ -36,9 +36,9 @@ export interface SqliteConnection {
  */
 export interface SqliteAsyncClient<Tx extends SqliteAsyncTransaction = SqliteAsyncTransaction> {
   /**
-   * `"file"` for a local file of `@libsql/client`: the inbox then sets the busy_timeout of the
-   * connection it takes, and begins with `transaction("deferred")`, then BEGIN IMMEDIATE through
-   * that transaction's `executeMultiple`.
+   * `"file"` for a local file of `@libsql/client`: the inbox then begins with
+   * `transaction("deferred")` and takes the write lock through that transaction's
+   * `executeMultiple`, with the busy_timeout of the connection it holds at 0 for that instant.
    */
   readonly protocol?: string;
   execute(statement: { sql: string; args: never[] }): Promise<{ rows: ArrayLike<unknown> }>;
