@@ -2,7 +2,7 @@
 // attempts, last error, next attempt), or every field of one with its body, for a person at a
 // terminal; `--json` prints the events as they are instead.
 import type { KeptEvent } from "../stores/work/types.js";
-import { printable } from "./terminal-text.js";
+import { printable, printableId } from "./terminal-text.js";
 
 const COLUMNS = ["ID", "STATE", "TYPE", "FLAG", "ATTEMPTS", "LAST ERROR", "NEXT ATTEMPT"] as const;
 /**
@@ -24,10 +24,10 @@ export function eventTable(events: readonly KeptEvent[], now: number): string {
   // The id is not made one line (that would turn a tab or two spaces into one space, another id):
   // its controls are escaped, as readBack() reads them.
   const rows = events.map((event) => [
-    printable(event.id),
+    printableId(event.id),
     ...[
       event.state,
-      event.type ?? "-",
+      typeOf(event) ?? "-",
       flagOf(event) ?? "-",
       String(event.attempts),
       event.lastError ?? "-",
@@ -51,7 +51,7 @@ export function eventDetails(event: KeptEvent, now: number): string {
   const fields: [string, string][] = [
     ["id", event.id],
     ["state", event.state],
-    ["type", event.type ?? "-"],
+    ["type", typeOf(event) ?? "-"],
     ["flag", flagOf(event) ?? "-"],
     ["created at", event.createdAt ?? "-"],
     ["received at", time(event.receivedAt)],
@@ -63,9 +63,19 @@ export function eventDetails(event: KeptEvent, now: number): string {
   // Only the last error keeps its lines (a stack, an API's answer); a newline in another field
   // would print a line that looks like a field of its own.
   const lines = fields.map(
-    ([name, value]) => `${`${name}:`.padEnd(width + 2)}${printable(value, name === "last error")}`,
+    ([name, value]) =>
+      `${`${name}:`.padEnd(width + 2)}${name === "id" ? printableId(value) : printable(value, name === "last error")}`,
   );
   return `${lines.join("\n")}\n\n${printable(bodyText(event), true)}\n`;
+}
+
+/**
+ * The event's type as the sender signed it, read from the body kept: the column is the type as
+ * the database stored it, which for a type no UTF-8 can hold (a lone surrogate) is U+FFFD instead.
+ */
+function typeOf(event: KeptEvent): string | null {
+  const type = parsed(event.body)?.type;
+  return typeof type === "string" ? type : event.type;
 }
 
 /** The flag an event is about: `data.flag` (flag.updated), or `data.key`/`data.flag.key` when the service sends them. */

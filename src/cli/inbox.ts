@@ -7,7 +7,7 @@ import { type Command, type CommandArgs, CommandError, UsageError } from "./comm
 import { DB_ENV, databaseProblem, type OpenInbox, openInbox, underlying } from "./inbox-db.js";
 import { Progress } from "./inbox-progress.js";
 import { eventDetails, eventTable } from "./inbox-table.js";
-import { echoed, printable, readBack, terminalJson } from "./terminal-text.js";
+import { echoed, printable, printableId, readBack, terminalJson } from "./terminal-text.js";
 
 const ACTIONS = ["list", "show", "replay", "purge"] as const;
 type Action = (typeof ACTIONS)[number];
@@ -122,7 +122,7 @@ const ACTION_RUNS: Record<Action, ActionRun> = {
     async act({ inbox }, values, ids, { stdout }) {
       const id = ids[0] as string;
       const event = await inbox.kept(await idMeant(inbox, id));
-      if (!event) throw new CommandError(`no event ${printable(id)} in scope "${printable(String(values.scope))}"`);
+      if (!event) throw new CommandError(`no event ${printableId(id)} in scope "${printable(String(values.scope))}"`);
       stdout.write(values.json ? `${terminalJson(event)}\n` : eventDetails(event, Date.now()));
       return 0;
     },
@@ -179,13 +179,16 @@ const ACTION_RUNS: Record<Action, ActionRun> = {
 };
 
 /**
- * The event an id given on the command line names: the id as typed when an event has it, or else
- * the id with the table's escapes (`\x9b`) read back, so that an id copied from `list` works.
+ * The event an id given on the command line names: the id with the table's escapes (`\x9b`, a
+ * doubled backslash) read back when an event has it, so that an id copied from `list` works, or
+ * else the id as typed.
  */
 async function idMeant(inbox: OpenInbox["inbox"], id: string): Promise<string> {
+  // The printed form first: an id typed as the table shows it may also be another id as typed
+  // (the four characters \x1b of one, the ESC of another, printed \\x1b and \x1b).
   const unescaped = readBack(id);
-  if (unescaped === id || (await inbox.kept(id))) return id;
-  return unescaped;
+  if (unescaped !== id && (await inbox.kept(unescaped))) return unescaped;
+  return id;
 }
 
 /** Follows the inbox's counts until nothing is pending or running, on the progress line. */

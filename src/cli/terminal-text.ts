@@ -3,9 +3,11 @@
 // terminal acts on, and one way of writing them.
 
 // The C0 controls, DEL, the C1 controls (U+009B is a terminal's CSI, as ESC [ is) and the marks
-// that reorder the text after them: a terminal acts on them (clears the screen, sets the window's
-// title, hides or reverses text) instead of showing them.
-const CONTROLS = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/gu;
+// that reorder the text around them (embeddings, overrides, isolates, and the left-to-right,
+// right-to-left and Arabic letter marks): a terminal acts on them (clears the screen, sets the
+// window's title, hides or reverses text) instead of showing them. And a lone surrogate, which a
+// UTF-8 terminal would show as U+FFFD, a character that was not there.
+const CONTROLS = /[\p{Cc}\p{Cs}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/gu;
 
 /**
  * `text` safe to print on a terminal: every control character written as its escape (`\x1b`,
@@ -52,12 +54,22 @@ export function terminalJson(value: unknown): string {
 }
 
 /**
- * `text` with the escapes printable() writes (`\x1b`, `\u202e`) read back into the controls they
- * stand for, so that an id copied from the table names the event. Only escapes of the controls
- * printable() escapes are read back: any other `\x41` stays as typed.
+ * An id as printed for a person to copy back: printable(), each backslash the id holds written
+ * twice first, so that no two ids print alike (an id holding the four characters `\x1b` and one
+ * holding ESC) and readBack() gives back exactly the id printed.
+ */
+export function printableId(id: string): string {
+  return printable(id.replaceAll("\\", "\\\\"));
+}
+
+/**
+ * `text` with the escapes printableId() writes (`\x1b`, `\u202e`, a backslash written twice) read
+ * back into what they stand for, so that an id copied from the table names its event. Only escapes
+ * of what printable() escapes are read back: any other `\x41` stays as typed.
  */
 export function readBack(text: string): string {
-  return text.replace(/\\x([0-9a-f]{2})|\\u([0-9a-f]{4})/g, (written, byte?: string, unit?: string) => {
+  return text.replace(/\\\\|\\x([0-9a-f]{2})|\\u([0-9a-f]{4})/g, (written, byte?: string, unit?: string) => {
+    if (written === "\\\\") return "\\";
     const control = String.fromCharCode(Number.parseInt((byte ?? unit) as string, 16));
     // printable() writes an escape only for a control, and each control one way.
     return printable(control) === written ? control : written;

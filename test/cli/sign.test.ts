@@ -66,7 +66,7 @@ describe("sign", () => {
     const nul = await run(["sign", "a\0b"], withSecret);
     expect(nul.code).toBe(1);
     expect(nul.stderr).toMatch(
-      /^flag-webhooks: cannot read a\0b: The argument 'path' must be a string.*without null bytes/,
+      /^flag-webhooks: cannot read a\\x00b: The argument 'path' must be a string.*without null bytes/,
     );
     const failing = new Readable({
       read() {
