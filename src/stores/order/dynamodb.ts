@@ -241,8 +241,9 @@ export class DynamoDBOrderStore implements OrderStore {
           if (reasons[1] === "None") await this.#forget(settling);
           return;
         }
-        if (!isUnknownOperation(error)) throw error;
-        this.#transactions = false;
+        if (isUnknownOperation(error)) this.#transactions = false;
+        // Else it failed for a reason of the moment (a throttle the SDK gave up on, the network):
+        // each is tried alone, so neither is left to its lease for the other's sake.
       }
     }
     await Promise.allSettled([this.#unhold(pk, token), this.#forget(settling)]);
