@@ -54,12 +54,26 @@ function failingOnce(): { client: DynamoDBClient; arm(): void; failed: () => num
   };
 }
 
-function receiver(client: DynamoDBClient, scope: string, onEvent: (event: KnownWebhookEvent) => unknown) {
+function receiver(
+  client: DynamoDBClient,
+  scope: string,
+  onEvent: (event: KnownWebhookEvent) => unknown,
+  { inFlightTtl = "60s", orderTimeout = "2s" } = {},
+) {
   const { table } = local();
   const handle = webhookHandler({
     secret: SECRET,
-    dedupe: { store: new DynamoDBDedupeStore(client, { table, scope, timeout: "30s" }), ttl: "1h", timeout: "30s" },
-    order: { store: new DynamoDBOrderStore(client, { table, scope, timeout: "30s" }), timeout: "2s", lease: "60s" },
+    dedupe: {
+      store: new DynamoDBDedupeStore(client, { table, scope, timeout: "30s" }),
+      ttl: "1h",
+      timeout: "30s",
+      inFlightTtl,
+    },
+    order: {
+      store: new DynamoDBOrderStore(client, { table, scope, timeout: "30s" }),
+      timeout: orderTimeout,
+      lease: "60s",
+    },
     onEvent: onEvent as never,
   });
   return async (event: KnownWebhookEvent) => handle(await signedRequest({ secret: SECRET, event }));
@@ -147,5 +161,44 @@ describe.skipIf(!availability.available)("DynamoDBOrderStore's transactions on D
     expect(await holderOf(scope, "checkout")).toBeUndefined();
     const item = (await local().item(`order:${scope}#checkout`)) as { positions?: { S?: string } };
     expect(item.positions?.S).toContain(copied.id);
+  });
+
+  // A release cancelled by one of its two conditions: the handler ran past its claim's lease, a
+  // copy took the claim over and waits for the flag; then the handler fails. The transaction is
+  // cancelled (the claim is no longer this delivery's), and the hold must still end, alone, and
+  // the copy's claim be left alone.
+  it("held: a release cancelled because a copy took the claim over: the hold ends alone, the copy runs and is done", async () => {
+    const scope = newScope();
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const seen: string[] = [];
+    const send = receiver(
+      local().client(),
+      scope,
+      async (event) => {
+        seen.push(event.id);
+        if (seen.length === 1) {
+          await gate;
+          throw new Error("the mirror is down");
+        }
+      },
+      { inFlightTtl: "300ms", orderTimeout: "20s" },
+    );
+    const event = update(1, "dark-mode");
+    const first = send(event);
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    const copy = send(event);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    open();
+    const statuses = [(await first).status, (await copy).status];
+    console.log(
+      `a release cancelled by the claim's condition: ${JSON.stringify(statuses)}, handler runs ${seen.length}`,
+    );
+    expect(statuses).toEqual([500, 204]);
+    expect(seen).toEqual([event.id, event.id]);
+    expect(await holderOf(scope, "dark-mode")).toBeUndefined();
+    expect((await send(event)).status).toBe(204);
   });
 });
