@@ -157,22 +157,28 @@ describe.skipIf(!availability.available)("DynamoDBOrderStore's transactions on D
     expect({ holder, next }).toEqual({ holder: undefined, next: 204 });
   });
 
-  it("held: a commit transaction that fails the same way ends its hold alone: the flag's next delivery 204", async () => {
-    const scope = newScope();
-    const { client, arm, failed } = failingOnce();
-    let first = true;
-    const send = receiver(client, scope, () => {
-      if (first) {
-        first = false;
-        arm();
-      }
-    });
-    const event = update(1, "dark-mode");
-    expect((await send(event)).status).toBe(503);
-    expect(failed()).toBe(1);
-    expect(await holderOf(scope, "dark-mode")).toBeUndefined();
-    expect((await send(update(2, "dark-mode"))).status).toBe(204);
-  });
+  it.each([
+    ["a throttle", { throttle: true } as Refusal, 1],
+    ["three conflicts", { reasons: ["TransactionConflict", "None"] } as Refusal, 3],
+  ])(
+    "held: a commit transaction refused by %s ends its hold alone: the flag's next delivery 204",
+    async (_name, refusal, times) => {
+      const scope = newScope();
+      const { client, arm, failed } = failingOnce(refusal, times);
+      let first = true;
+      const send = receiver(client, scope, () => {
+        if (first) {
+          first = false;
+          arm();
+        }
+      });
+      const event = update(1, "dark-mode");
+      expect((await send(event)).status).toBe(503);
+      expect(failed()).toBe(times);
+      expect(await holderOf(scope, "dark-mode")).toBeUndefined();
+      expect((await send(update(2, "dark-mode"))).status).toBe(204);
+    },
+  );
 
   // Held: 8 copies of one event and 4 other events of the same flag, all at once: each id's
   // handler ran at most once (the copied one, the newest, once), each copy was answered 204 or 409
