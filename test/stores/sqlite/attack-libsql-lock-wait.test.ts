@@ -5,6 +5,7 @@ import { SqliteInbox } from "flag-webhooks/sqlite";
 import { createEvent } from "flag-webhooks/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { statusOf } from "../../support/deliveries.js";
+import { holdWriteLock } from "../../support/lock-holder.js";
 import { databaseFile } from "../../support/sqlite.js";
 
 // Attack on libSQL's lock wait (a local file): the inbox sets busy_timeout 0 through the client,
@@ -83,9 +84,45 @@ describe("libSQL, a local file: the app's statements on the inbox's client, besi
     },
   );
 
-  // The other side of the same swap: the inbox's transaction took a connection with the app's
-  // 3210 ms, so its BEGIN IMMEDIATE waits inside SQLite, with the event loop stopped, for up to
-  // 3.2 s (the wait c7b49cd moved out of SQLite). Read through tx in the handler.
+  // Broken, every run: an app's loop of statements written inline (`(await client.execute(…))`,
+  // one promise job fewer per turn than the loop above) beside 50 enqueue() deliveries at once:
+  // 35 of its 40 statements ran with busy_timeout 0, and once the deliveries were over 2 of the
+  // client's 20 pooled connections still had 0, the app's next statement among them (the inbox put
+  // its value back on whichever connection was idle at the top, not on the one it had set). Then,
+  // with another process holding the write lock for 400 ms, that next write fails SQLITE_BUSY at
+  // once where the app's 3210 ms would have waited it out. The same fix (the wait set and put back
+  // on the transaction's own connection).
+  it.fails("after 50 enqueue() deliveries beside an app's loop: every connection has the app's busy_timeout back", async () => {
+    const { file, client, inbox } = await setUp();
+    await client.execute("create table app (v text)");
+    const keep = inbox.enqueue();
+    let running = true;
+    const seen: number[] = [];
+    const app = (async () => {
+      while (running) seen.push(firstValue((await client.execute("pragma busy_timeout")).rows));
+    })();
+    await Promise.all(Array.from({ length: 50 }, () => statusOf(keep(eventOf(newId())))));
+    running = false;
+    await app;
+    const lock = await holdWriteLock(file, 400);
+    let write = "committed";
+    try {
+      await client.execute("insert into app values ('after the deliveries')");
+    } catch (error) {
+      write = (error as Error).message;
+    } finally {
+      await lock.stop();
+    }
+    const left = notApp(await everyConnection(client));
+    console.log(
+      `an inline loop beside 50 enqueue(): ${notApp(seen)} of ${seen.length} at 0; after: ${left} of 20 connections at 0, the next write ${write}`,
+    );
+    expect({ left, write }).toEqual({ left: 0, write: "committed" });
+  });
+
+  // Held, 0 of 50: the other side of a swap would be the inbox's transaction on a connection with
+  // the app's 3210 ms, its BEGIN IMMEDIATE then waiting inside SQLite with the event loop stopped.
+  // Each transaction's connection, read through tx in the handler, had the inbox's 0.
   it("each handle() transaction's connection has the inbox's 0 while an app's loop runs beside", async () => {
     const { client, inbox } = await setUp();
     const inTx: number[] = [];
