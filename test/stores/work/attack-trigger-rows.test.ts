@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { createClient } from "@libsql/client";
 import Database from "better-sqlite3";
 import type { WebhookEvent } from "flag-webhooks";
 import { PostgresInbox } from "flag-webhooks/postgres";
@@ -94,14 +95,44 @@ async function postgres(trigger: keyof typeof TRIGGERS.postgres): Promise<Target
   };
 }
 const effect = (tx: unknown, id: string) =>
-  "query" in (tx as object)
-    ? (tx as { query(s: string, p: unknown[]): Promise<unknown> }).query("insert into effects (event_id) values ($1)", [
-        id,
-      ])
-    : (tx as Database.Database).prepare("insert into effects (event_id) values (?)").run(id);
+  "execute" in (tx as object)
+    ? (tx as { execute(s: { sql: string; args: unknown[] }): Promise<unknown> }).execute({
+        sql: "insert into effects (event_id) values (?)",
+        args: [id],
+      })
+    : "query" in (tx as object)
+      ? (tx as { query(s: string, p: unknown[]): Promise<unknown> }).query(
+          "insert into effects (event_id) values ($1)",
+          [id],
+        )
+      : (tx as Database.Database).prepare("insert into effects (event_id) values (?)").run(id);
+
+/** The same on a local libSQL file (@libsql/client): keeping through BEGIN IMMEDIATE, the INSERT and COMMIT. */
+async function libsql(trigger: keyof typeof TRIGGERS.sqlite): Promise<Target> {
+  const client = createClient({ url: `file:${databaseFile()}` });
+  afterAll(() => client.close());
+  await client.execute("pragma journal_mode = wal");
+  await client.execute("create table effects (event_id text not null)");
+  const inbox = new SqliteInbox(client, { scope: "trig", timeout: "2s" });
+  await inbox.migrate();
+  await client.execute(TRIGGERS.sqlite[trigger]);
+  return {
+    inbox,
+    send: await adapterReceiver("fetch", { secret: SECRET, onEvent: inbox.enqueue() }),
+    rows: async (id) =>
+      (await client.execute({ sql: "select id from flag_webhooks_inbox where id like ? || '%'", args: [id] })).rows.map(
+        (r) => String(r.id),
+      ),
+    effects: async (id) =>
+      Number(
+        (await client.execute({ sql: "select count(*) as n from effects where event_id = ?", args: [id] })).rows[0]?.n,
+      ),
+  };
+}
 
 const TARGETS = [
   { name: "SQLite (better-sqlite3)", available: true, make: sqlite },
+  { name: "SQLite (libSQL, a local file)", available: true, make: libsql },
   { name: "Postgres", available: availability.available, make: postgres },
 ];
 
