@@ -1,6 +1,6 @@
 // What the two transactional inboxes (Postgres, SQLite) share around their own SQL: the options
-// every inbox takes, and the two refusals a delivery can get from one (a copy in flight, the
-// database failing). One place, so both answer alike and name their options alike.
+// every inbox takes, and the refusals a delivery can get from one (a copy in flight, the
+// database failing, a row the database did not store). One place, so both answer alike and name their options alike.
 import { WebhookError } from "../errors.js";
 import { checkScope } from "../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../util/duration.js";
@@ -45,6 +45,17 @@ export function inProgress(id: string): WebhookError {
 export function unavailable(cause: unknown, database: string): WebhookError {
   if (cause instanceof WebhookError) return cause;
   return new WebhookError("store_unavailable", `the ${database} inbox is unavailable; retry later`, { cause });
+}
+
+/**
+ * `503 store_unavailable` (with `Retry-After`) for an event the database on `database` neither
+ * kept nor holds: its INSERT stored no row and met none (a trigger or rule dropped it).
+ */
+export function notKept(eventId: string, database: string): WebhookError {
+  return new WebhookError(
+    "store_unavailable",
+    `the ${database} inbox kept nothing of event ${eventId}: its row was not stored (a trigger or rule may drop it); retry later`,
+  );
 }
 
 /** The table an inbox uses when its options name none. */

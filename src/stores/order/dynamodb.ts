@@ -235,10 +235,13 @@ export class DynamoDBOrderStore implements OrderStore {
       } catch (error) {
         const reasons = cancellations(error);
         if (reasons) {
-          // One of the two was no longer this delivery's (a hold that ran out, a claim that lapsed):
-          // the other goes alone.
-          if (reasons[0] === "None") await this.#unhold(pk, token);
-          if (reasons[1] === "None") await this.#forget(settling);
+          // Each that was not refused by its condition (no longer this delivery's: a hold that ran
+          // out, a claim that lapsed) goes alone: one a conflict cancelled is still to be ended.
+          const mine = (reason: string | undefined) => reason !== "ConditionalCheckFailed";
+          await Promise.allSettled([
+            mine(reasons[0]) ? this.#unhold(pk, token) : undefined,
+            mine(reasons[1]) ? this.#forget(settling) : undefined,
+          ]);
           return;
         }
         if (isUnknownOperation(error)) this.#transactions = false;

@@ -7,7 +7,7 @@ import { duplicateReply, type Enlisted, inboxHandler, runEnlisted } from "../../
 import { claimToken, storedId } from "../../store-contract/keys.js";
 import { parseDuration } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
-import { inboxBasics, inProgress, unavailable as unavailableOn } from "../inbox-shell.js";
+import { inboxBasics, inProgress, notKept, unavailable as unavailableOn } from "../inbox-shell.js";
 import { orderedKey, type QueryInTransaction, runInOrder, type TransactionOrder } from "../order/in-transaction.js";
 import { Keep } from "../work/keep.js";
 import { KeepingInbox } from "../work/methods.js";
@@ -329,10 +329,10 @@ export class PostgresInbox<Client extends PostgresClient = PostgresClient>
     if (typeof xid === "string") return { transaction, xid, folded: ordered ? ordered.folded(flag, rows) : undefined };
     await transaction.rollback();
     // No row: another transaction committed the id while this one waited for it, after this
-    // statement's snapshot was taken; a new statement sees it.
+    // statement's snapshot was taken; a new statement sees it (none: a trigger or rule dropped it).
     const state = rows[0]?.state ?? (await this.#state(id));
     if (received(state)) return "done";
-    throw inProgress(eventId);
+    throw state === undefined ? notKept(eventId, "Postgres") : inProgress(eventId);
   }
 
   /**

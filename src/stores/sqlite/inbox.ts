@@ -14,7 +14,7 @@ import {
 import { claimToken, storedId } from "../../store-contract/keys.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
-import { inboxBasics, inProgress, unavailable as unavailableOn } from "../inbox-shell.js";
+import { inboxBasics, inProgress, notKept, unavailable as unavailableOn } from "../inbox-shell.js";
 import { runInOrder } from "../order/in-transaction.js";
 import { Keep } from "../work/keep.js";
 import { KeepingInbox } from "../work/methods.js";
@@ -328,16 +328,16 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
   }
 
   /**
-   * The claim of `id` as done in `open`: undefined when this transaction claimed it, else the state
-   * of the id already there (a DedupeStore lease's is "claimed": another delivery runs it).
+   * The claim of `id` as done in `open`: undefined when claimed here, else the committed state of
+   * the row there ("claimed": a DedupeStore lease); 503 when the INSERT kept nothing and met none.
    */
   async #claimDone(open: OpenTransaction, id: string): Promise<string | undefined> {
     const now = Date.now();
     const claimed = await open.query(this.#sql.claimDone, [this.#scope, id, now + this.#retention, now, now]);
     if (claimed.length > 0) return undefined;
-    // The write lock is ours: the row there is committed, and this read sees it.
-    const rows = await open.query(this.#sql.state, [this.#scope, id, now]);
-    return String(rows[0]?.state ?? "claimed");
+    const state = (await open.query(this.#sql.state, [this.#scope, id, now]))[0]?.state;
+    if (state === undefined) throw notKept(id, "SQLite");
+    return String(state);
   }
 
   /** This connection's turn and the write lock, by `deadline` (`timeout` from now); 503 past it or on failure. */

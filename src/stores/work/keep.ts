@@ -1,7 +1,6 @@
 // Keep-then-work for one inbox (a scope in a table): the receiving side (enqueue), the worker,
 // and looking and acting (pending, parked, kept, replay, purge). Driver-free: each inbox gives a
 // KeepDatabase and the statements of its dialect; this decides everything else, once.
-import { WebhookError } from "../../errors.js";
 import type { WebhookEvent } from "../../events.js";
 import { rawBodyOf, wantsRawBody } from "../../raw-body.js";
 import { duplicateReply, inboxHandler } from "../../store-contract/enlist.js";
@@ -9,7 +8,7 @@ import { storedId } from "../../store-contract/keys.js";
 import type { InboxTelemetry } from "../../telemetry.js";
 import { parseDuration, TIMER_MAX } from "../../util/duration.js";
 import { withTimeout } from "../../util/timeout.js";
-import { inProgress, unavailable } from "../inbox-shell.js";
+import { inProgress, notKept, unavailable } from "../inbox-shell.js";
 import type { TransactionOrder } from "../order/in-transaction.js";
 import { type Ground, type Plan, take } from "./attempt.js";
 import { countsOf } from "./counts.js";
@@ -250,14 +249,6 @@ export class Keep {
       throw unavailable(error, this.settings.name);
     }
   }
-}
-
-/** `503 store_unavailable` (with `Retry-After`) for an event the database neither kept nor holds. */
-function notKept(eventId: string, database: string): WebhookError {
-  return new WebhookError(
-    "store_unavailable",
-    `the ${database} inbox kept nothing of event ${eventId}: its row was not stored (a trigger or rule may drop it); retry later`,
-  );
 }
 
 /** The answer to a delivery kept for a worker. */
