@@ -9,6 +9,7 @@ import { ARRIVAL_FIELDS, type Dialect, KEEP_COLUMNS } from "../work/statements.j
 import type { InteractiveDriver, OpenTransaction, Param } from "./drivers.js";
 import { tableDefinition } from "./schema.js";
 import { turnExpired } from "./turns.js";
+import type { SqliteRow } from "./types.js";
 
 /**
  * SQLite's dialect: numbered parameters (`?6`, turned into plain `?` by {@link positional} for
@@ -36,6 +37,7 @@ const compiled = new Map<string, Positional>();
 /** `sql` with plain `?` parameters (better-sqlite3 refuses a value bound twice as `?1`), and `params` in their order. */
 export function positional(sql: string, params: readonly KeepParam[]): { sql: string; params: Param[] } {
   let statement = compiled.get(sql);
+  // Stryker disable next-line ConditionalExpression: a cache; compiled again, a statement is the same
   if (!statement) {
     const order: number[] = [];
     const text = sql.replace(/\?(\d+)/g, (_, n: string) => {
@@ -143,10 +145,11 @@ export async function migrateKeep(
   for (const [column, , type] of KEEP_COLUMNS) {
     if (!present.has(column)) await open.run(`alter table ${quoted} add column ${column} ${type}`, []);
   }
-  const [definition] = await open.query(`select sql from ${schema}sqlite_master where type = 'table' and name = ?`, [
+  // The table was created just before, in this transaction: its definition is there.
+  const [definition] = (await open.query(`select sql from ${schema}sqlite_master where type = 'table' and name = ?`, [
     name,
-  ]);
-  if (!String(definition?.sql ?? "").includes("'parked'")) {
+  ])) as [SqliteRow];
+  if (!String(definition.sql).includes("'parked'")) {
     const fresh = `${schema}"${name}__flag_webhooks_new"`;
     const all = [
       "scope",
