@@ -164,7 +164,7 @@ describe("keeping on an asynchronous client (@libsql/client, a local file)", () 
     const client = createClient({ url: `file:${databaseFile()}` });
     closing.push(() => client.close());
     await client.execute("create table kept (id text not null)");
-    const driver = asyncDriver(client);
+    const driver = asyncDriver(client, "kept");
     const keep = sqliteKeep(transactionsOf(driver), driver, 5_000);
     const count = async () => Number((await client.execute("select count(*) as n from kept")).rows[0]?.n);
     // Another transaction of this connection has the turn (a handler running).
