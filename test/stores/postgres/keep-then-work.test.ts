@@ -266,8 +266,11 @@ async function lateWrite(sql: pg.Pool | postgres.Sql, write: (tx: unknown, id: s
     },
     { interval: false, deadline: 150, lease: "1m", retries: ["1ms"], jitter: 0 },
   );
-  // The retry is due 1 ms after the first attempt's failure: one drain runs both.
-  expect(await worker.drain()).toBe(2);
+  // The retry is due 1 ms after the first attempt's failure: a drain usually runs both, but on a
+  // loaded machine it can end before the retry is due (1 of 3,415 in a CI run), so drain again.
+  let ran = await worker.drain();
+  for (let tries = 0; ran < 2 && tries < 50; tries++) ran += await worker.drain();
+  expect(ran).toBe(2);
   await worker.close();
   await vi.waitFor(() => expect(late).not.toBe(""), { timeout: 5_000, interval: 20 });
   expect(await inbox.kept(id)).toMatchObject({ state: "done", attempts: 2 });
