@@ -2,6 +2,7 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { DynamoDBClient, ListTablesCommand } from "@aws-sdk/client-dynamodb";
+import { afterAll, beforeAll } from "vitest";
 import { LOCAL, type LocalDynamoDB, withTable } from "./dynalite.js";
 import { freePort } from "./free-port.js";
 
@@ -110,4 +111,21 @@ export async function stopDynamoDBLocal(db: DynamoDBLocal | undefined): Promise<
   if (!db) return;
   for (const client of db.clients.splice(0)) client.destroy();
   await db.stop();
+}
+
+/**
+ * DynamoDB Local for the test file that calls this: started before its tests (when it can run
+ * here) and stopped after them. `local()` is the running server, read inside a test.
+ */
+export function useDynamoDBLocal(): {
+  availability: ReturnType<typeof dynamodbLocalAvailability>;
+  local: () => DynamoDBLocal;
+} {
+  const availability = dynamodbLocalAvailability();
+  let db: DynamoDBLocal | undefined;
+  beforeAll(async () => {
+    if (availability.available) db = await startDynamoDBLocal();
+  }, 90_000);
+  afterAll(() => stopDynamoDBLocal(db));
+  return { availability, local: () => db as DynamoDBLocal };
 }

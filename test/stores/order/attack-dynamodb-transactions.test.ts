@@ -4,13 +4,8 @@ import type { KnownWebhookEvent } from "flag-webhooks";
 import { DynamoDBDedupeStore, DynamoDBOrderStore } from "flag-webhooks/dynamodb";
 import { webhookHandler } from "flag-webhooks/fetch";
 import { createEvent, signedRequest } from "flag-webhooks/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type DynamoDBLocal,
-  dynamodbLocalAvailability,
-  startDynamoDBLocal,
-  stopDynamoDBLocal,
-} from "../../support/dynamodb-local.js";
+import { describe, expect, it } from "vitest";
+import { useDynamoDBLocal } from "../../support/dynamodb-local.js";
 import { SECRET } from "../../support/receiver.js";
 
 // Attack on DynamoDBOrderStore's transactions (a delivery with DynamoDBDedupeStore on the same
@@ -18,13 +13,7 @@ import { SECRET } from "../../support/receiver.js";
 // the done mark or release of its id), on AWS's DynamoDB Local: a transaction that fails other
 // than by a condition, and copies at once.
 
-const availability = dynamodbLocalAvailability();
-let db: DynamoDBLocal | undefined;
-beforeAll(async () => {
-  if (availability.available) db = await startDynamoDBLocal();
-}, 90_000);
-afterAll(() => stopDynamoDBLocal(db));
-const local = () => db as DynamoDBLocal;
+const { availability, local } = useDynamoDBLocal();
 const newScope = () => `atk-${randomUUID().slice(0, 8)}`;
 
 /** How DynamoDB refused a TransactWriteItems: a throttle the SDK gave up on, or a cancellation of these reasons. */

@@ -4,14 +4,9 @@ import { type KnownWebhookEvent, STALE_HEADER, type WebhookEvent } from "flag-we
 import { DynamoDBDedupeStore, DynamoDBOrderStore } from "flag-webhooks/dynamodb";
 import { webhookHandler } from "flag-webhooks/fetch";
 import { createEvent, signedRequest } from "flag-webhooks/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { countedClient } from "../../support/dynalite.js";
-import {
-  type DynamoDBLocal,
-  dynamodbLocalAvailability,
-  startDynamoDBLocal,
-  stopDynamoDBLocal,
-} from "../../support/dynamodb-local.js";
+import { useDynamoDBLocal } from "../../support/dynamodb-local.js";
 import { assertHistoriesAtOnce, checkHistory } from "../../support/order.js";
 import { SECRET } from "../../support/receiver.js";
 import { describeStoreContract } from "../../support/store-contract.js";
@@ -21,14 +16,7 @@ import { describeStoreContract } from "../../support/store-contract.js";
 // id's done mark and the flag's commit, on the condition that the hold is still the delivery's):
 // counted here on the real SDK, with the cases where the transaction's all-or-nothing matters.
 
-const availability = dynamodbLocalAvailability();
-let db: DynamoDBLocal | undefined;
-beforeAll(async () => {
-  if (availability.available) db = await startDynamoDBLocal();
-}, 90_000);
-afterAll(() => stopDynamoDBLocal(db));
-
-const local = () => db as DynamoDBLocal;
+const { availability, local } = useDynamoDBLocal();
 const newScope = () => `tx-${randomUUID().slice(0, 8)}`;
 
 /** A client that records the name of every command it sends. */
