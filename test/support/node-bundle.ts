@@ -1,5 +1,5 @@
 import { join, resolve } from "node:path";
-import { build, type Plugin } from "esbuild";
+import { type BuildOptions, build, type Plugin } from "esbuild";
 import { entries, specifier } from "../../entries.js";
 
 // Test fixtures bundled from src/, so that a child process (killed and restarted by the crash
@@ -20,13 +20,33 @@ export const fromSource: Plugin = {
 };
 
 /**
+ * A script a test writes inline (`contents`, TypeScript or JavaScript), bundled for Node into
+ * `.test-results/<name>.mjs` as {@link nodeFixture} bundles a fixture file; resolves with the file.
+ */
+export async function nodeScript(name: string, contents: string, external: string[]): Promise<string> {
+  return bundleForNode(
+    { stdin: { contents, resolveDir: root, loader: "ts", sourcefile: `${name}.ts` } },
+    name,
+    external,
+  );
+}
+
+/**
  * `test/fixtures/<fixture>.ts` bundled for Node into `.test-results/<fixture>.mjs`, the packages
  * in `external` (the database drivers) left to the process to load; resolves with the file.
  */
 export async function nodeFixture(fixture: string, external: string[]): Promise<string> {
-  const outfile = join(root, `.test-results/${fixture}.mjs`);
+  return bundleForNode({ entryPoints: [join(root, `test/fixtures/${fixture}.ts`)] }, fixture, external);
+}
+
+async function bundleForNode(
+  input: Pick<BuildOptions, "stdin" | "entryPoints">,
+  name: string,
+  external: string[],
+): Promise<string> {
+  const outfile = join(root, `.test-results/${name}.mjs`);
   await build({
-    entryPoints: [join(root, `test/fixtures/${fixture}.ts`)],
+    ...input,
     bundle: true,
     platform: "node",
     format: "esm",

@@ -1,11 +1,10 @@
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { promisify } from "node:util";
 import Database from "better-sqlite3";
-import { build } from "esbuild";
 import { describe, expect, it } from "vitest";
-import { fromSource } from "../../support/node-bundle.js";
+import { nodeScript } from "../../support/node-bundle.js";
 import { databaseFile, RUNTIMES } from "../../support/sqlite.js";
 
 // Attack on the inbox's one-statement writes run alone (autocommit) when the connection says no
@@ -68,20 +67,7 @@ process.stdout.write(JSON.stringify(result) + "\\n");
 let bundled: Promise<string> | undefined;
 /** The script bundled once from src/ (flag-webhooks/* from source), node:sqlite left to the runtime. */
 function script(): Promise<string> {
-  bundled ??= (async () => {
-    const outfile = join(root, ".test-results/attack-app-statement-open.mjs");
-    await build({
-      stdin: { contents: SCRIPT, resolveDir: root, loader: "js" },
-      bundle: true,
-      platform: "node",
-      format: "esm",
-      outfile,
-      external: ["node:sqlite"],
-      plugins: [fromSource],
-      logLevel: "warning",
-    });
-    return outfile;
-  })();
+  bundled ??= nodeScript("attack-app-statement-open", SCRIPT, ["node:sqlite"]);
   return bundled;
 }
 

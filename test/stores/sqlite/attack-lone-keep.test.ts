@@ -1,9 +1,8 @@
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { promisify } from "node:util";
 import Database from "better-sqlite3";
-import { build } from "esbuild";
 import type { WebhookEvent } from "flag-webhooks";
 import { SqliteInbox } from "flag-webhooks/sqlite";
 import { createEvent } from "flag-webhooks/testing";
@@ -11,7 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { eventJson, signedHeaders, statusOf } from "../../support/deliveries.js";
 import { freePort } from "../../support/free-port.js";
 import { KEEP_CRASH_SECRET, startKeepProcess } from "../../support/keep-crash.js";
-import { fromSource } from "../../support/node-bundle.js";
+import { nodeScript } from "../../support/node-bundle.js";
 import { databaseFile, RUNTIMES } from "../../support/sqlite.js";
 
 // Attack on the lone synchronous keep: a delivery alone (no other of its onEvent on its way) is
@@ -187,20 +186,7 @@ if (APP === "begin") db.exec("rollback");
 const root = resolve(import.meta.dirname, "../../..");
 let bunBundle: Promise<string> | undefined;
 function bunScript(): Promise<string> {
-  bunBundle ??= (async () => {
-    const outfile = join(root, ".test-results/attack-lone-keep-bun.mjs");
-    await build({
-      stdin: { contents: BUN_SCRIPT, resolveDir: root, loader: "js" },
-      bundle: true,
-      platform: "node",
-      format: "esm",
-      outfile,
-      external: ["bun:sqlite"],
-      plugins: [fromSource],
-      logLevel: "warning",
-    });
-    return outfile;
-  })();
+  bunBundle ??= nodeScript("attack-lone-keep-bun", BUN_SCRIPT, ["bun:sqlite"]);
   return bunBundle;
 }
 

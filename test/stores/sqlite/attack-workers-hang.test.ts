@@ -1,12 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
-import { build } from "esbuild";
 import { SqliteInbox } from "flag-webhooks/sqlite";
 import { createEvent } from "flag-webhooks/testing";
 import { afterAll, describe, expect, it } from "vitest";
-import { fromSource } from "../../support/node-bundle.js";
+import { nodeScript } from "../../support/node-bundle.js";
 import { type Started, startProcess, untilPrinted } from "../../support/processes.js";
 import { databaseFile } from "../../support/sqlite.js";
 
@@ -50,19 +49,8 @@ inbox.work(
 print("listening");
 `;
 
-async function workerBundle(): Promise<string> {
-  const outfile = join(root, ".test-results/attack-workers-hang.mjs");
-  await build({
-    stdin: { contents: WORKER, resolveDir: root, loader: "ts", sourcefile: "attack-workers-hang-worker.ts" },
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    outfile,
-    external: ["better-sqlite3"],
-    plugins: [fromSource],
-    logLevel: "warning",
-  });
-  return outfile;
+function workerBundle(): Promise<string> {
+  return nodeScript("attack-workers-hang", WORKER, ["better-sqlite3"]);
 }
 
 describe("two worker processes on one SQLite file, a handler hanging past its deadline", () => {
