@@ -11,12 +11,14 @@ import { turnsOf } from "./turns.js";
 import type { SqliteAsyncClient, SqliteAsyncTransaction, SqliteConnection, SqliteRow } from "./types.js";
 import {
   busyTimeoutOn,
+  inDeferred,
   inOne,
   oneWrites,
   preparedOn,
   readWithoutWaiting,
   type SyncShape,
   untilLocked,
+  walOn,
   withoutWaiting,
 } from "./without-waiting.js";
 
@@ -94,10 +96,13 @@ export function isAsyncClient(db: unknown): db is SqliteAsyncClient {
  * between the inbox's own; the turn keeps a second transaction (or a statement of the inbox's)
  * out while a handler awaits inside one.
  */
-export function syncDriver(db: SqliteConnection): InteractiveDriver {
+export function syncDriver(db: SqliteConnection, schema = ""): InteractiveDriver {
   const connection = db as unknown as SyncShape;
   const statement = preparedOn(connection);
   const busyTimeout = busyTimeoutOn(connection);
+  const wal = walOn(connection, schema);
+  // A read of the inbox's database that reads no row (its transaction is all it is for).
+  const read = `select 1 from ${schema}sqlite_master where 0`;
   const rollback = () => {
     try {
       connection.exec("rollback");
@@ -109,9 +114,11 @@ export function syncDriver(db: SqliteConnection): InteractiveDriver {
   return {
     committed: (sql, params) =>
       turns.free ? readWithoutWaiting(connection, busyTimeout, () => statement(sql).all(...params)) : undefined,
-    ...oneWrites(turns, (sql, params) =>
-      inOne(connection, statement, busyTimeout(), () => statement(sql).all(...params)),
-    ),
+    // On WAL, no pragma around the write (inDeferred); else the busy_timeout at 0 around it.
+    ...oneWrites(turns, (sql, params) => {
+      const step = () => statement(sql).all(...params);
+      return wal() ? inDeferred(statement, read, step) : inOne(connection, statement, busyTimeout(), step);
+    }),
     async begin(deadline, expired) {
       const free = await turns.take(deadline, expired);
       // The app's own busy_timeout, read once, and put back after each statement run without it.

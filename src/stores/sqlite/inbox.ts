@@ -91,17 +91,17 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     this.#timeout = basics.timeout;
     this.#handlerTimeout = parseDuration(options.handlerTimeout ?? "10s", "handlerTimeout", TIMER_MAX);
     const interactive = !isD1(db) && !isDurableObjectSql(db);
+    this.#table = tableParts(options.table ?? DEFAULT_TABLE);
     this.#order = orderOption(options.order, options.table ?? DEFAULT_TABLE, interactive, this.#scope, this.#retention);
     if (isD1(db)) this.#batch = d1Driver(db);
     else if (isDurableObjectSql(db)) this.#batch = durableObjectDriver(db);
     else if (isAsyncClient(db)) this.#interactive = asyncDriver(db, options.table ?? DEFAULT_TABLE);
-    else if (isConnection(db)) this.#interactive = syncDriver(db);
+    else if (isConnection(db)) this.#interactive = syncDriver(db, this.#table.schema);
     else {
       throw new TypeError(
         "flag-webhooks: SqliteInbox needs a SQLite database: node:sqlite DatabaseSync, a better-sqlite3 or bun:sqlite Database, an @libsql/client client, a D1 binding or a Durable Object's ctx.storage",
       );
     }
-    this.#table = tableParts(options.table ?? DEFAULT_TABLE);
     const { now = Date.now } = options;
     if (typeof now !== "function") throw new TypeError('flag-webhooks: option "now" must be a function');
     // Keep-then-work needs a transaction held open while a handler runs: not on D1 and Durable Objects.

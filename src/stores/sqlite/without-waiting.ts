@@ -1,7 +1,8 @@
 // A synchronous connection's statements that never wait for a lock with the event loop stopped:
 // each lock another connection holds (BEGIN IMMEDIATE, a rollback journal's COMMIT, a read) is
 // tried with the busy_timeout at 0, and tried again after pauses, the app's own busy_timeout put
-// back at once; and the one-statement writes of keep-then-work built on them.
+// back at once; and the one-statement writes of keep-then-work built on them (on WAL, in a
+// transaction begun by a read, where SQLite never waits by the busy_timeout: no pragma at all).
 import { busyTimeoutOf } from "./busy-timeout.js";
 import type { InteractiveDriver, Param } from "./drivers.js";
 import { isBusy, pause, type Turns } from "./turns.js";
@@ -18,18 +19,38 @@ export interface SyncShape {
 
 /**
  * Reads the connection's busy_timeout (the app's own, to put back), through a statement prepared
- * at the first read (a pragma's first run gives the value it was prepared with): the value alone
- * where the driver plucks it (better-sqlite3), sparing a row object on every write.
+ * at the first read (a pragma's first run gives the value it was prepared with).
  */
 export function busyTimeoutOn(connection: SyncShape): () => number {
+  const read = pragmaOn(connection, "pragma busy_timeout");
+  return () => busyTimeoutOf({ timeout: read() });
+}
+
+/**
+ * Whether the inbox's database (`schema`: `"name".`, or "" for main) is in WAL mode now, asked at
+ * each one-statement write, not remembered: the app's own statements on this connection may take
+ * it out of WAL at any time (no other connection can while this one has it open: leaving WAL
+ * needs every other connection's lock gone, and in WAL this one keeps its shared lock).
+ */
+export function walOn(connection: SyncShape, schema: string): () => boolean {
+  const read = pragmaOn(connection, `pragma ${schema}journal_mode`);
+  return () => String(read()).toLowerCase() === "wal";
+}
+
+/**
+ * A pragma's value, read through a statement prepared at the first read: the value alone where
+ * the driver plucks it (better-sqlite3), sparing a row object on every write; else the row's
+ * first column. SQLite compiles a pragma again at each run, so each read sees the current value.
+ */
+function pragmaOn(connection: SyncShape, sql: string): () => unknown {
   let read: (() => unknown) | undefined;
   return () => {
     if (!read) {
-      const statement = connection.prepare("pragma busy_timeout") as Partial<Plucks> & ReturnType<SyncShape["prepare"]>;
+      const statement = connection.prepare(sql) as Partial<Plucks> & ReturnType<SyncShape["prepare"]>;
       const plucked = typeof statement.pluck === "function" ? statement.pluck() : undefined;
-      read = plucked ? () => ({ timeout: plucked.get() }) : () => statement.all()[0];
+      read = plucked ? () => plucked.get() : () => Object.values(statement.all()[0] ?? {})[0];
     }
-    return busyTimeoutOf(read() as SqliteRow | undefined);
+    return read();
   };
 }
 
@@ -152,6 +173,40 @@ export function inOne(
       // SQLite already rolled back (an I/O error, a full disk): nothing is open.
     }
     if (previous !== 0) restore();
+    throw error;
+  }
+}
+
+/**
+ * `step` (one statement) in a transaction of its own on a WAL database, committed, for a driver's
+ * `write`, with no pragma run and the app's busy_timeout untouched: BEGIN (deferred), a read of
+ * the inbox's database (`read`), the statement, COMMIT. SQLite waits by the busy_timeout only to
+ * begin a transaction on a connection that had none, never to make a read transaction a write one
+ * (two connections could each wait for the other); in WAL a read waits only while another
+ * connection recovers the WAL (once, after a crash), and COMMIT for no lock but the write lock it
+ * holds. So the read begins the transaction at once, and the write lock held elsewhere fails the
+ * statement SQLITE_BUSY at once (SQLITE_BUSY_SNAPSHOT when another connection committed since the
+ * read): rolled back, to be tried again whole, as by `inOne`. Not for a rollback journal, whose
+ * read waits for a writer's COMMIT and whose COMMIT waits for the readers.
+ */
+export function inDeferred(
+  statement: (sql: string) => ReturnType<SyncShape["prepare"]>,
+  read: string,
+  step: () => SqliteRow[],
+): SqliteRow[] {
+  // Outside the try: a BEGIN that fails (a transaction the app left open) has nothing to roll back.
+  statement("begin").run();
+  try {
+    statement(read).all();
+    const rows = step();
+    statement("commit").run();
+    return rows;
+  } catch (error) {
+    try {
+      statement("rollback").run();
+    } catch {
+      // SQLite already rolled back (an I/O error, a full disk): nothing is open.
+    }
     throw error;
   }
 }
