@@ -11,8 +11,7 @@ import { turnsOf } from "./turns.js";
 import type { SqliteAsyncClient, SqliteAsyncTransaction, SqliteConnection, SqliteRow } from "./types.js";
 import {
   busyTimeoutOn,
-  inDeferred,
-  inOne,
+  oneStatement,
   oneWrites,
   preparedOn,
   readWithoutWaiting,
@@ -100,9 +99,6 @@ export function syncDriver(db: SqliteConnection, schema = ""): InteractiveDriver
   const connection = db as unknown as SyncShape;
   const statement = preparedOn(connection);
   const busyTimeout = busyTimeoutOn(connection);
-  const wal = walOn(connection, schema);
-  // A read of the inbox's database that reads no row (its transaction is all it is for).
-  const read = `select 1 from ${schema}sqlite_master where 0`;
   const rollback = () => {
     try {
       connection.exec("rollback");
@@ -114,11 +110,7 @@ export function syncDriver(db: SqliteConnection, schema = ""): InteractiveDriver
   return {
     committed: (sql, params) =>
       turns.free ? readWithoutWaiting(connection, busyTimeout, () => statement(sql).all(...params)) : undefined,
-    // On WAL, no pragma around the write (inDeferred); else the busy_timeout at 0 around it.
-    ...oneWrites(turns, (sql, params) => {
-      const step = () => statement(sql).all(...params);
-      return wal() ? inDeferred(statement, read, step) : inOne(connection, statement, busyTimeout(), step);
-    }),
+    ...oneWrites(turns, oneStatement(connection, statement, walOn(connection, schema), busyTimeout)),
     async begin(deadline, expired) {
       const free = await turns.take(deadline, expired);
       // The app's own busy_timeout, read once, and put back after each statement run without it.

@@ -8,10 +8,10 @@ import { afterAll, describe, expect, it } from "vitest";
 import { databaseFile } from "../../support/sqlite.js";
 
 // A delivery kept alone on a synchronous connection, on WAL: BEGIN, a read, the statement, COMMIT,
-// with no pragma run and the app's busy_timeout untouched (SQLite waits by it only to begin a
-// transaction from none, and the read begins it; on WAL a read waits for no lock). What must
-// hold: no statement that sets the busy_timeout; on a rollback journal (the file's mode asked at
-// each write, so also after the app took the file out of WAL), the busy_timeout at 0 as before;
+// with no pragma compiled and the app's busy_timeout untouched (SQLite waits by it only to begin
+// a transaction from none, and the read begins it; on WAL a read waits for no lock). What must
+// hold: no statement that sets the busy_timeout; on a rollback journal (also once the app took
+// the file out of WAL, which moves the data_version the read reads), the busy_timeout at 0;
 // and whatever another connection holds, the event loop never stops for the app's busy_timeout,
 // 503 once `timeout` passed, nothing kept.
 
@@ -64,18 +64,28 @@ describe("better-sqlite3: one delivery kept alone", () => {
   }
 
   // Broken before (the busy_timeout set to 0 and back around BEGIN IMMEDIATE and COMMIT): 5
-  // statements, two of them `pragma busy_timeout = …`, which SQLite parses at each run, and a
-  // third reading it ("pragma busy_timeout").
-  it("on WAL: BEGIN, a read, the INSERT, COMMIT, and the journal mode asked; no busy_timeout read or set", async () => {
+  // statements, two of them `pragma busy_timeout = …`, which SQLite compiles at each run, and a
+  // third reading it ("pragma busy_timeout"), also compiled again at each run.
+  it("on WAL: BEGIN, the data_version read, the INSERT, COMMIT; no busy_timeout read or set, no journal mode asked", async () => {
     const statements = await statementsOfOne("wal");
-    expect(statements.filter((sql) => /busy_timeout/.test(sql))).toEqual([]);
     expect(statements.map((sql) => sql.split(" ").slice(0, 2).join(" "))).toEqual([
-      "pragma journal_mode",
       "begin",
-      "select 1",
+      "pragma data_version",
       "insert into",
       "commit",
     ]);
+  });
+
+  it("on WAL, after another connection committed: the journal mode asked again, once", async () => {
+    const { inbox, logged, status, other } = await setUp("wal");
+    await inbox.migrate();
+    expect(await status(`evt_${randomUUID()}`)).toBe(202);
+    other().exec("create table app (x integer)");
+    logged.length = 0;
+    expect(await status(`evt_${randomUUID()}`)).toBe(202);
+    expect(await status(`evt_${randomUUID()}`)).toBe(202);
+    expect(logged.filter((sql) => /journal_mode/.test(sql))).toEqual(["pragma journal_mode"]);
+    expect(logged.filter((sql) => /busy_timeout/.test(sql))).toEqual([]);
   });
 
   it("on a rollback journal: the busy_timeout at 0 for BEGIN IMMEDIATE and COMMIT, the app's put back", async () => {
