@@ -164,8 +164,7 @@ function pgTransaction(
 
 /**
  * BEGIN and `first` on a `pg` client, in one round trip: pg sends a statement without parameters
- * as a simple query, which may hold several, so `first`'s parameters go in as literals (see
- * {@link inline}).
+ * as a simple query, which may hold several, so `first`'s parameters go in as literals ({@link inline}).
  */
 async function pgBegin(client: PgClientShape, first: Statement, signal: AbortSignal, transaction: OpenTransaction) {
   return firstOf(transaction, signal, async () => rowsOf(await client.query(`begin; ${inline(first)}`)));
@@ -210,7 +209,8 @@ export function sameTransaction(xid: unknown, whose: string, then?: Statement): 
 /**
  * A statement with its parameters as literals: a number as it is, and text as the hex of its
  * UTF-8, decoded by Postgres (`convert_from(decode('…', 'hex'), 'UTF8')`), so that no character of
- * an event id ever reaches the SQL parser, whatever the server's string settings.
+ * an event id ever reaches the SQL parser, whatever the server's string settings; collated as the
+ * inbox's columns (else "C", from the encoding's `name`), or no index could serve a comparison.
  */
 export function inline({ text, params }: Statement): string {
   return text.replace(/\$(\d+)/g, (_, n: string) => {
@@ -218,7 +218,7 @@ export function inline({ text, params }: Statement): string {
     if (typeof value === "number" && Number.isFinite(value)) return String(value);
     if (typeof value === "string") {
       const hex = Array.from(encoder.encode(value), (byte) => byte.toString(16).padStart(2, "0")).join("");
-      return `convert_from(decode('${hex}', 'hex'), 'UTF8')`;
+      return `(convert_from(decode('${hex}', 'hex'), 'UTF8') collate "default")`;
     }
     throw new TypeError(`flag-webhooks: no literal for parameter $${n}`);
   });
