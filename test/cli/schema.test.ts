@@ -59,7 +59,7 @@ describe("schema sqlite", () => {
         const table = args[1];
         await new SqliteInbox(db, { scope: "schema", ...(table ? { table } : {}) }).migrate();
         const catalog = await sqliteCatalog(async (sql) => db.prepare(sql).all() as Rows);
-        expect((catalog as { objects: Rows }).objects).toHaveLength(3);
+        expect((catalog as { objects: Rows }).objects).toHaveLength(4);
         // The column of the delivery's trace context, for each attempt's span.
         expect(JSON.stringify(catalog)).toContain('"name":"trace_context"');
         expect(await printedCatalog(args)).toEqual(catalog);
@@ -105,7 +105,7 @@ describe("schema sqlite", () => {
       db.exec(await printed(["sqlite"]));
       await new SqliteInbox(db, { scope: "schema" }).migrate();
       expect(db.prepare("select count(*) as n from sqlite_master where name like 'flag_webhooks%'").get()).toEqual({
-        n: 3,
+        n: 4,
       });
     } finally {
       db.close();
@@ -191,7 +191,7 @@ describe.skipIf(!availability.available)("schema postgres (a real PostgreSQL)", 
     // Two tables of 15 columns: handle()'s 6 and keep-then-work's 9 (the trace context among them).
     expect(migrated.columns).toHaveLength(30);
     expect(migrated.columns.filter((column) => column.column_name === "trace_context")).toHaveLength(2);
-    expect(migrated.indexes).toHaveLength(6);
+    expect(migrated.indexes).toHaveLength(8);
     // The schema "app" is the user's to make before its table, as the test made it for migrate().
     const app = await printed(["postgres", "--table", "app.webhook_inbox"]);
     expect(await printedCatalog([], `create schema app;\n${app}`)).toEqual(migrated);
@@ -240,7 +240,8 @@ describe("schema: usage", () => {
     expect(text.split("\n\n").slice(1)).toEqual([
       expect.stringMatching(/^create table if not exists "flag_webhooks_inbox" \(\n[\s\S]*\) without rowid;$/),
       'create index if not exists "flag_webhooks_inbox_expires" on "flag_webhooks_inbox" (scope, expires_at);',
-      `create index if not exists "flag_webhooks_inbox_due" on "flag_webhooks_inbox" (scope, next_at) where state in ('pending', 'running');\n`,
+      `create index if not exists "flag_webhooks_inbox_due" on "flag_webhooks_inbox" (scope, next_at) where state in ('pending', 'running');`,
+      `create index if not exists "flag_webhooks_inbox_parked" on "flag_webhooks_inbox" (scope, received_at) where state = 'parked';\n`,
     ]);
   });
 });

@@ -5,7 +5,7 @@
 // an event, no other can take it, even past its lease.
 import type { HeldTransaction, KeepDatabase, KeepParam } from "../work/database.js";
 import { ARRIVAL_FIELDS, type Dialect, KEEP_COLUMNS } from "../work/statements.js";
-import { STATES, stateList } from "../work/states.js";
+import { IN_WORK, parkedIndex, STATES, stateList } from "../work/states.js";
 import { type Driver, sameTransaction } from "./drivers.js";
 import type { PositionsRows } from "./order.js";
 
@@ -43,12 +43,13 @@ const STATE_CHECK = "flag_webhooks_inbox_states";
 
 /**
  * What migrate() runs after it creates the table, in its transaction: the columns, the state
- * check widened to the kept states, and the index the worker finds due events by. Each is
+ * check widened to the kept states, the index the worker finds due events by, and the one of parked
+ * events (which the counts and `parked()` read). Each is
  * idempotent. The old check (claimed, done) is dropped and the wider one added NOT VALID: every
  * existing row satisfies it (its states are among the new ones), so the table is not scanned
  * under its lock; new rows are checked.
  */
-export function keepSchema(table: string, dueIndex: string): string[] {
+export function keepSchema(table: string, dueIndex: string, parkedName: string): string[] {
   const literal = `'${table}'`;
   return [
     `alter table ${table} ${KEEP_COLUMNS.map(([name, type]) => `add column if not exists ${name} ${type}`).join(", ")}`,
@@ -64,7 +65,8 @@ export function keepSchema(table: string, dueIndex: string): string[] {
          alter table ${table} add constraint ${STATE_CHECK} check (state in ${stateList(STATES)}) not valid;
        end if;
      end $$`,
-    `create index if not exists ${dueIndex} on ${table} (scope, next_at) where state in ('pending', 'running')`,
+    `create index if not exists ${dueIndex} on ${table} (scope, next_at) where ${IN_WORK}`,
+    parkedIndex(table, parkedName),
   ];
 }
 

@@ -31,7 +31,7 @@ export function inboxSchema(table: string = DEFAULT_TABLE): InboxSchema {
 )`,
       `create index if not exists ${index} on ${t} (scope, expires_at)`,
       // What keep-then-work adds: its columns, the wider state check, the index of due events.
-      ...keepSchema(t, `"${indexName(name, "due")}"`),
+      ...keepSchema(t, `"${indexName(name, "due")}"`, `"${indexName(name, "parked")}"`),
     ],
   };
 }

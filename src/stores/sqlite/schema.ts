@@ -5,7 +5,7 @@
 // table in place, migrate() rebuilds it with tableDefinition, so old tables end in this shape).
 import { DEFAULT_TABLE, type InboxSchema, tableNameParts } from "../inbox-shell.js";
 import { KEEP_COLUMNS } from "../work/statements.js";
-import { STATES, stateList } from "../work/states.js";
+import { IN_WORK, parkedIndex, STATES, stateList } from "../work/states.js";
 
 export { DEFAULT_TABLE, type InboxSchema };
 
@@ -23,7 +23,8 @@ export function inboxSchema(table: string = DEFAULT_TABLE): InboxSchema {
       tableDefinition(t, "if not exists "),
       `create index if not exists ${index} on "${name}" (scope, expires_at)`,
       // The index keep-then-work's worker finds due events by.
-      `create index if not exists ${schema}"${name}_due" on "${name}" (scope, next_at) where state in ('pending', 'running')`,
+      `create index if not exists ${schema}"${name}_due" on "${name}" (scope, next_at) where ${IN_WORK}`,
+      parkedIndex(`"${name}"`, `${schema}"${name}_parked"`),
     ],
   };
 }

@@ -2,12 +2,13 @@
 // what `inbox.counts()` answers, for the command's progress line and the OpenTelemetry gauges.
 import type { KeepRow } from "./database.js";
 import type { Dialect } from "./statements.js";
+import { WAITING } from "./states.js";
 import type { InboxCounts } from "./types.js";
 
 /** The statement that counts a scope's kept events by state, with the oldest received time of each. (scope) */
 export function countsStatement(t: string, d: Dialect): string {
   return `select state, count(*) as count, min(received_at) as oldest from ${t}
-    where scope = ${d.param(1, "text")} and state in ('pending', 'running', 'parked')
+    where scope = ${d.param(1, "text")} and ${WAITING}
     group by state`;
 }
 

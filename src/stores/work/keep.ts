@@ -170,11 +170,11 @@ export class Keep {
     return new Worker(this.#ground, planOf(options), fn, { interval, concurrency, onError });
   }
 
-  /** Kept events in `states`, oldest first, at most `limit`. */
-  async list(states: readonly [InboxState, InboxState], limit = LIST_LIMIT): Promise<KeptEvent[]> {
+  /** The pending (and running) or the parked events, oldest first, at most `limit`. */
+  async list(which: "pending" | "parked", limit = LIST_LIMIT): Promise<KeptEvent[]> {
     if (!Number.isInteger(limit) || limit < 1)
       throw new TypeError('flag-webhooks: option "limit" must be a whole number from 1');
-    const rows = await this.#ground.db.query(this.#ground.sql.list, [this.settings.scope, ...states, limit]);
+    const rows = await this.#ground.db.query(this.#ground.sql[which], [this.settings.scope, limit]);
     return rows.map(keptOf);
   }
 

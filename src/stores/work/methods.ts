@@ -68,12 +68,12 @@ export abstract class KeepingInbox<Tx> {
 
   /** The kept events waiting for an attempt or running one, oldest first (at most `limit`, default 100). */
   pending(options: { limit?: number } = {}): Promise<KeptEvent[]> {
-    return this.#kept.list(["pending", "running"], options.limit);
+    return this.#kept.list("pending", options.limit);
   }
 
   /** The parked events (their attempts spent, or their body refused), oldest first (at most `limit`, default 100). */
   parked(options: { limit?: number } = {}): Promise<KeptEvent[]> {
-    return this.#kept.list(["parked", "parked"], options.limit);
+    return this.#kept.list("parked", options.limit);
   }
 
   /** One event of this inbox's scope by its id, in any state, or undefined. */

@@ -2,7 +2,7 @@
 // dialect (how a parameter is written, its clock's SQL, its row lock), and gets the same
 // statements, so the states, "due" and every transition are decided in one place.
 import { countsStatement } from "./counts.js";
-import { dueCondition } from "./states.js";
+import { dueCondition, IN_WORK, PARKED } from "./states.js";
 
 /** What differs between Postgres and SQLite in the statements below. */
 export interface Dialect {
@@ -74,8 +74,10 @@ export interface KeepStatements {
   readonly done: string;
   /** After a failed attempt: pending again at `next`, or parked when `next` is null. (scope, id, attempt, error, next) */
   readonly fail: string;
-  /** Kept events in one of two states, oldest first. (scope, state, state, limit) */
-  readonly list: string;
+  /** The events waiting for an attempt or running one, oldest first. (scope, limit) */
+  readonly pending: string;
+  /** The parked events, oldest first. (scope, limit) */
+  readonly parked: string;
   /** One event, in any state. (scope, id) */
   readonly one: string;
   /** Parked (and pending) events made due now with their attempts anew. (scope, now, id or null, since or null) */
@@ -133,11 +135,12 @@ export function keepStatements(t: string, d: Dialect): KeepStatements {
         next_at = ${int(5)}, last_error = ${text(4)}, lease_until = null
       where scope = ${text(1)} and id = ${text(2)} and state = 'running' and attempts = ${int(3)}
       returning 1 as marked`,
-    list: `select ${FIELDS} from ${t} where scope = ${text(1)} and state in (${text(2)}, ${text(3)})
-      order by received_at, id limit ${int(4)}`,
+    // Each with its index's condition as written (not its states as parameters), to read by it.
+    pending: `select ${FIELDS} from ${t} where scope = ${text(1)} and ${IN_WORK} order by received_at, id limit ${int(2)}`,
+    parked: `select ${FIELDS} from ${t} where scope = ${text(1)} and ${PARKED} order by received_at, id limit ${int(2)}`,
     one: `select ${FIELDS} from ${t} where scope = ${text(1)} and id = ${text(2)}`,
     replay: `update ${t} set state = 'pending', attempts = 0, next_at = ${int(2)}, lease_until = null, expires_at = ${d.never}
-      where scope = ${text(1)} and state in ('parked', 'pending')
+      where scope = ${text(1)} and ((${IN_WORK} and state = 'pending') or ${PARKED})
         and (${text(3)} is null or id = ${text(3)}) and (${int(4)} is null or received_at >= ${int(4)})
       returning id`,
     purge: `delete from ${t} where ${purgeable(d, false)} returning id`,

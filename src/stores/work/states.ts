@@ -40,3 +40,26 @@ export function dueCondition(now: string): string {
 export function stateList(states: readonly InboxState[]): string {
   return `(${states.map((state) => `'${state}'`).join(", ")})`;
 }
+
+// The conditions of the inbox's two partial indexes, written once for the indexes and for the
+// statements they serve: a table holds mostly done ids (kept for the retention), and a statement
+// that proves neither condition reads every row of the scope. SQLite matches a partial index's
+// condition term by term, and Postgres proves none from a list of three states, so a statement
+// reads by an index only where it holds the index's condition as written here.
+
+/** The due index's condition: events waiting for an attempt or running one (the worker reads it). */
+export const IN_WORK = "state in ('pending', 'running')";
+
+/** The parked index's condition: events whose attempts are spent (parked(), the counts, replay). */
+export const PARKED = "state = 'parked'";
+
+/** Every event a worker has yet to finish, as one term per index (the counts). */
+export const WAITING = `(${IN_WORK} or ${PARKED})`;
+
+/**
+ * The statement that makes the index of parked events, oldest first, named `name`, on `table`
+ * (both quoted).
+ */
+export function parkedIndex(table: string, name: string): string {
+  return `create index if not exists ${name} on ${table} (scope, received_at) where ${PARKED}`;
+}

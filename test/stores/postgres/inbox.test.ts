@@ -797,13 +797,13 @@ describe("PostgresInbox options and clients, by shape", () => {
 describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
   beforeAll(database);
 
-  it("migrate() creates the table's (scope, expires_at) index and keep-then-work's due index, named after the table", async () => {
+  it("migrate() creates the table's (scope, expires_at) index and keep-then-work's due and parked indexes, named after the table", async () => {
     await admin.query("create schema if not exists app");
     await new PostgresInbox(pgPool(2), { scope: "m", table: "app.indexed" }).migrate();
     const { rows } = await admin.query(
       "select indexname, indexdef from pg_indexes where schemaname = 'app' and tablename = 'indexed' order by indexname",
     );
-    expect(rows.map((row) => row.indexname)).toEqual(["indexed_due", "indexed_expires", "indexed_pkey"]);
+    expect(rows.map((row) => row.indexname)).toEqual(["indexed_due", "indexed_expires", "indexed_parked", "indexed_pkey"]);
     expect(rows[0].indexdef).toMatch(/\(scope, next_at\) WHERE \(state = ANY/);
     expect(rows[1].indexdef).toMatch(/\(scope, expires_at\)$/);
   });
