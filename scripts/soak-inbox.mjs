@@ -161,6 +161,7 @@ let duplicateAnswers = 0;
 let concurrentPairs = 0;
 let next = 0;
 const rssAfterWarmup = [0, 0];
+const heapAfterWarmup = [0, 0];
 /** [deliveries sent, the SQLite file's bytes] at each quarter of the run. */
 const sizes = [];
 const started = Date.now();
@@ -189,7 +190,9 @@ async function worker() {
     if (n === WARMUP) {
       for (const [i, receiver] of receivers.entries()) {
         await receiver.ask("gc", "gc");
-        rssAfterWarmup[i] = (await receiver.ask("stats", "rss")).rss;
+        const warm = await receiver.ask("stats", "rss");
+        rssAfterWarmup[i] = warm.rss;
+        heapAfterWarmup[i] = warm.heap;
       }
     }
   }
@@ -278,7 +281,8 @@ for (const [i, s] of stats.entries()) {
   const growth = (s.rss - rssAfterWarmup[i]) / 1048576;
   console.log(
     `receiver ${receivers[i].name}: RSS ${(rssAfterWarmup[i] / 1048576).toFixed(1)} MB after ${WARMUP} warm-up deliveries, ` +
-      `${(s.rss / 1048576).toFixed(1)} MB at the end (growth ${growth.toFixed(1)} MB, limit 20 MB); ` +
+      `${(s.rss / 1048576).toFixed(1)} MB at the end (growth ${growth.toFixed(1)} MB, limit 20 MB; after a full GC each time); ` +
+      `heap used ${(heapAfterWarmup[i] / 1048576).toFixed(1)} -> ${(s.heap / 1048576).toFixed(1)} MB; ` +
       `pool ${JSON.stringify(s.pool)}; errors reported ${s.reported.length}${s.reported.length ? ` ${JSON.stringify(s.reported.slice(0, 3))}` : ""}`,
   );
 }
