@@ -2,7 +2,7 @@
 // each lock another connection holds (BEGIN IMMEDIATE, a rollback journal's COMMIT, a read) is
 // tried with the busy_timeout at 0, and tried again after pauses, the app's own busy_timeout put
 // back at once; and the one-statement writes of keep-then-work built on them (on WAL, in a
-// transaction begun by a read, where SQLite never waits by the busy_timeout: no pragma at all).
+// transaction begun by a read, where SQLite never waits by the busy_timeout: no pragma set).
 import { busyTimeoutOf } from "./busy-timeout.js";
 import type { InteractiveDriver, Param } from "./drivers.js";
 import { isBusy, pause, type Turns } from "./turns.js";
@@ -26,39 +26,25 @@ export function busyTimeoutOn(connection: SyncShape): () => number {
   return () => busyTimeoutOf({ timeout: read() });
 }
 
-/** Whether the inbox's database is in WAL mode, as {@link walOn} knows it. */
+/** How a one-statement write learns about the inbox's database, for {@link inDeferred}. */
 export interface Wal {
-  /** Whether it was in WAL when last asked (asked now if it was not): the write to take inDeferred. */
-  believed(): boolean;
   /**
-   * The read that begins inDeferred's transaction (the database's data_version, which reads no
-   * table), and whether the database is still in WAL: asked again only when that version moved.
+   * Whether the database is in WAL mode now, asked at each write: the app may switch its file's
+   * journal mode on this connection at any time, and nothing cheaper tells (the data_version moves
+   * at a first switch out of WAL, not at a second). Asking takes no lock and begins no transaction.
    */
-  confirmed(): boolean;
+  now(): boolean;
+  /** The read that begins inDeferred's transaction: the database's data_version, which reads no table. */
+  begin(): void;
 }
 
-/**
- * Whether the inbox's database (`schema`: `"name".`, or "" for main) is in WAL mode. The app may
- * take it out of WAL on this connection (no other connection can while this one has it open:
- * leaving WAL needs every other connection gone, and in WAL this one keeps its shared lock), and
- * that moves the connection's data_version, as another connection's commit does; its own commits
- * do not. So the mode, a pragma SQLite compiles again at each run, is asked again only when the
- * data_version moved; a data_version is read without compiling.
- */
+/** The journal mode and the data_version of the inbox's database (`schema`: `"name".`, or "" for main). */
 export function walOn(connection: SyncShape, schema: string): Wal {
   const mode = pragmaOn(connection, `pragma ${schema}journal_mode`);
   const version = pragmaOn(connection, `pragma ${schema}data_version`);
-  const isWal = () => String(mode()).toLowerCase() === "wal";
-  // The data_version at which WAL was last seen; undefined: not seen in WAL since.
-  let seen: unknown;
   return {
-    believed: () => seen !== undefined || isWal(),
-    confirmed() {
-      const now = version();
-      if (now === seen) return true;
-      seen = isWal() ? now : undefined;
-      return seen !== undefined;
-    },
+    now: () => String(mode()).toLowerCase() === "wal",
+    begin: () => void version(),
   };
 }
 
@@ -203,7 +189,7 @@ export function inOne(
 }
 
 /**
- * One statement in a transaction of its own, for a driver's `write`: on WAL with no pragma
+ * One statement in a transaction of its own, for a driver's `write`: on WAL with no pragma set
  * (`inDeferred`), else with the busy_timeout at 0 around BEGIN IMMEDIATE and COMMIT (`inOne`).
  */
 export function oneStatement(
@@ -214,38 +200,33 @@ export function oneStatement(
 ): (sql: string, params: readonly Param[]) => SqliteRow[] {
   return (sql, params) => {
     const step = () => statement(sql).all(...params);
-    return (
-      (wal.believed() ? inDeferred(statement, wal, step) : undefined) ??
-      inOne(connection, statement, busyTimeout(), step)
-    );
+    return wal.now() ? inDeferred(statement, wal, step) : inOne(connection, statement, busyTimeout(), step);
   };
 }
 
 /**
  * `step` (one statement) in a transaction of its own on a WAL database, committed, for a driver's
- * `write`, with no pragma compiled and the app's busy_timeout untouched: BEGIN (deferred), a read
- * of the inbox's database (`wal.confirmed()`), the statement, COMMIT. SQLite waits by the
+ * `write`, with the app's busy_timeout untouched: BEGIN (deferred), a read of the inbox's
+ * database (`wal.begin()`), the statement, COMMIT. SQLite waits by the
  * busy_timeout only to begin a transaction on a connection that had none, never to make a read
  * transaction a write one (two connections could each wait for the other); in WAL a read waits
  * only while another connection recovers the WAL (once, after a crash), and COMMIT for no lock
  * but the write lock it holds. So the read begins the transaction at once, and the write lock
  * held elsewhere fails the statement SQLITE_BUSY at once (SQLITE_BUSY_SNAPSHOT when another
  * connection committed since the read): rolled back, to be tried again whole, as by `inOne`.
- * Undefined, rolled back, when the database is no longer in WAL: a rollback journal's read waits
- * for a writer's COMMIT and its COMMIT for the readers (then `inOne`).
+ * Only on WAL: a rollback journal's read waits for a writer's COMMIT, and its COMMIT for the
+ * readers, by the busy_timeout (there `inOne`). The mode, asked just before, cannot change in
+ * between: only this connection could take the file out of WAL, and it runs nothing else.
  */
 export function inDeferred(
   statement: (sql: string) => ReturnType<SyncShape["prepare"]>,
   wal: Wal,
   step: () => SqliteRow[],
-): SqliteRow[] | undefined {
+): SqliteRow[] {
   // Outside the try: a BEGIN that fails (a transaction the app left open) has nothing to roll back.
   statement("begin").run();
   try {
-    if (!wal.confirmed()) {
-      statement("rollback").run();
-      return undefined;
-    }
+    wal.begin();
     const rows = step();
     statement("commit").run();
     return rows;

@@ -9,7 +9,7 @@ import { statusOf } from "../../support/deliveries.js";
 import { databaseFile } from "../../support/sqlite.js";
 
 // Attack on the one-statement write on WAL (BEGIN, a read of the data_version, the statement,
-// COMMIT, no pragma): the journal mode is asked again only when the connection's data_version
+// COMMIT, no pragma): the journal mode was asked again only when the connection's data_version
 // moved, on the claim that the app taking its file out of WAL on the inbox's connection moves it.
 // It moves the first time only: on one connection, wal -> delete moves it (2 -> 3), delete -> wal
 // moves it (3 -> 4), but a second wal -> delete leaves it (4 -> 4). The inbox then keeps a
@@ -82,13 +82,11 @@ describe("better-sqlite3 on WAL, the app switching its file's journal mode on th
     expect(seen.longestGap).toBeLessThan(APP_BUSY_TIMEOUT / 2);
   });
 
-  // Broken: wal -> delete -> wal -> delete with a delivery kept in each mode, then a reader held:
-  // 503 after 6,437 ms (twice the app's 3,210 ms busy_timeout), the event loop stopped for
-  // 6,442 ms, 1 of 1 (node:sqlite on Node 22 the same: 6,454 ms, 6,459 ms stopped). A fix must
-  // see a journal mode the app set on the inbox's connection however often it switched (the
-  // mode asked whenever the app could have run a statement, or a WAL-only read that fails on
-  // a rollback journal), so that COMMIT never waits by the busy_timeout.
-  it.fails("wal -> delete -> wal -> delete, a reader held: 503 at timeout, the event loop never stopped", async () => {
+  // Was broken: wal -> delete -> wal -> delete with a delivery kept in each mode, then a reader
+  // held: 503 after 6,437 ms (twice the app's 3,210 ms busy_timeout), the event loop stopped for
+  // 6,442 ms, 1 of 1 (node:sqlite on Node 22 the same: 6,454 ms, 6,459 ms stopped). Fixed: the
+  // journal mode is asked before each such write.
+  it("wal -> delete -> wal -> delete, a reader held: 503 at timeout, the event loop never stopped", async () => {
     const run = await setUp();
     for (const mode of ["delete", "wal", "delete"]) {
       expect(await run.deliver()).toBe(202);

@@ -7,11 +7,11 @@ import { createEvent } from "flag-webhooks/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { databaseFile } from "../../support/sqlite.js";
 
-// A delivery kept alone on a synchronous connection, on WAL: BEGIN, a read, the statement, COMMIT,
-// with no pragma compiled and the app's busy_timeout untouched (SQLite waits by it only to begin
-// a transaction from none, and the read begins it; on WAL a read waits for no lock). What must
-// hold: no statement that sets the busy_timeout; on a rollback journal (also once the app took
-// the file out of WAL, which moves the data_version the read reads), the busy_timeout at 0;
+// A delivery kept alone on a synchronous connection, on WAL: the journal mode asked, then BEGIN, a
+// read, the statement, COMMIT, with the app's busy_timeout untouched (SQLite waits by it only to
+// begin a transaction from none, and the read begins it; on WAL a read waits for no lock). What
+// must hold: no statement that sets the busy_timeout; on a rollback journal (also once the app
+// took the file out of WAL, however often it switched), the busy_timeout at 0;
 // and whatever another connection holds, the event loop never stops for the app's busy_timeout,
 // 503 once `timeout` passed, nothing kept.
 
@@ -66,9 +66,10 @@ describe("better-sqlite3: one delivery kept alone", () => {
   // Broken before (the busy_timeout set to 0 and back around BEGIN IMMEDIATE and COMMIT): 5
   // statements, two of them `pragma busy_timeout = …`, which SQLite compiles at each run, and a
   // third reading it ("pragma busy_timeout"), also compiled again at each run.
-  it("on WAL: BEGIN, the data_version read, the INSERT, COMMIT; no busy_timeout read or set, no journal mode asked", async () => {
+  it("on WAL: the journal mode asked, BEGIN, the data_version read, the INSERT, COMMIT; no busy_timeout read or set", async () => {
     const statements = await statementsOfOne("wal");
     expect(statements.map((sql) => sql.split(" ").slice(0, 2).join(" "))).toEqual([
+      "pragma journal_mode",
       "begin",
       "pragma data_version",
       "insert into",
@@ -76,7 +77,7 @@ describe("better-sqlite3: one delivery kept alone", () => {
     ]);
   });
 
-  it("on WAL, after another connection committed: the journal mode asked again, once", async () => {
+  it("on WAL, after another connection committed: the journal mode asked once per write, the busy_timeout never", async () => {
     const { inbox, logged, status, other } = await setUp("wal");
     await inbox.migrate();
     expect(await status(`evt_${randomUUID()}`)).toBe(202);
@@ -84,7 +85,7 @@ describe("better-sqlite3: one delivery kept alone", () => {
     logged.length = 0;
     expect(await status(`evt_${randomUUID()}`)).toBe(202);
     expect(await status(`evt_${randomUUID()}`)).toBe(202);
-    expect(logged.filter((sql) => /journal_mode/.test(sql))).toEqual(["pragma journal_mode"]);
+    expect(logged.filter((sql) => /journal_mode/.test(sql))).toEqual(["pragma journal_mode", "pragma journal_mode"]);
     expect(logged.filter((sql) => /busy_timeout/.test(sql))).toEqual([]);
   });
 
