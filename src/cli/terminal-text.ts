@@ -23,12 +23,13 @@ export function printable(text: string, keepNewlines = false): string {
 
 /**
  * Whether an argument may be a connection string with a password (a postgres:// URL, SQLAlchemy's
- * postgresql+psycopg2://, JDBC, a URL pasted with a leading space, libpq's `host=… password=…`):
- * a file path, an action or a command name seldom has any of these, and a message is printed
- * where others read it (a CI log, a shared terminal).
+ * postgresql+psycopg2://, JDBC, a URL pasted with a leading space, libpq's `host=… password=…`,
+ * a bare `user:password`): a file path, an action or a command name seldom has any of these (a
+ * colon only after a Windows drive letter), and a message is printed where others read it (a CI
+ * log, a shared terminal).
  */
 export function mayHoldSecret(typed: string): boolean {
-  return /:\/\/|@|=/.test(typed);
+  return /:\/\/|@|=/.test(typed) || typed.replace(/^[A-Za-z]:(?=[\\/])/, "").includes(":");
 }
 
 /**

@@ -50,11 +50,10 @@ describe("inbox --db with a password, a server that is not there", () => {
     expect(leaks).toEqual([]);
   });
 
-  // Broken, a lesser case: a bare `user:password` (no @, no //, no =) is read as a SQLite path
-  // and printed whole: "no such SQLite file: app:Pw0rd-s3cret", 3 of 3 actions. A fix must not
-  // show a --db that names no existing file when it holds a colon past a drive letter's (C:\),
-  // as it does not show one holding @, // or =.
-  it.fails("a bare user:password is not printed either", async () => {
+  // Was broken, a lesser case: a bare `user:password` (no @, no //, no =) was read as a SQLite
+  // path and printed whole: "no such SQLite file: app:Pw0rd-s3cret", 3 of 3 actions. Now a colon
+  // past a drive letter's (C:\) hides it, as @, // and = do.
+  it("a bare user:password is not printed either", async () => {
     expect(await leaksOf([`app:${PASSWORD}`])).toEqual([]);
   });
 });
