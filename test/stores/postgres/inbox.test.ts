@@ -803,7 +803,12 @@ describe.skipIf(skip !== undefined)("PostgresInbox edges", () => {
     const { rows } = await admin.query(
       "select indexname, indexdef from pg_indexes where schemaname = 'app' and tablename = 'indexed' order by indexname",
     );
-    expect(rows.map((row) => row.indexname)).toEqual(["indexed_due", "indexed_expires", "indexed_parked", "indexed_pkey"]);
+    expect(rows.map((row) => row.indexname)).toEqual([
+      "indexed_due",
+      "indexed_expires",
+      "indexed_parked",
+      "indexed_pkey",
+    ]);
     expect(rows[0].indexdef).toMatch(/\(scope, next_at\) WHERE \(state = ANY/);
     expect(rows[1].indexdef).toMatch(/\(scope, expires_at\)$/);
   });
