@@ -1,6 +1,6 @@
 import { PostgresInbox } from "flag-webhooks/postgres";
 import pg from "pg";
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 import { type TestDatabase, testDatabase } from "./postgres-database.js";
 
 /** A test file's database of effect rows, and the pools it made. */
@@ -15,6 +15,12 @@ export interface EffectsDatabase {
   effects(id: string): Promise<number>;
   /** How many connections sit idle in a transaction: an inbox that left one open. */
   openTransactions(): Promise<number>;
+  /**
+   * The inbox table's scan counts so far (sequential and index scans, and the rows they read);
+   * with `ending`, once its pool has ended and its connections, named `name` (`application_name`),
+   * have left the server: a backend's table statistics reach pg_stat_user_tables when it exits.
+   */
+  tableReads(ending?: { pool: pg.Pool; name: string }): Promise<{ seq: number; idx: number; rows: number }>;
 }
 
 /**
@@ -63,6 +69,25 @@ export function effectsDatabase(available: boolean): EffectsDatabase {
         "select count(*) from pg_stat_activity where state like 'idle in transaction%' and datname = current_database()",
       );
       return Number(rows[0].count);
+    },
+    async tableReads(ending) {
+      if (ending) {
+        await ending.pool.end();
+        await expect
+          .poll(async () => {
+            const { rows } = await database.admin.query(
+              "select count(*)::int as n from pg_stat_activity where application_name = $1",
+              [ending.name],
+            );
+            return rows[0].n;
+          })
+          .toBe(0);
+      }
+      const { rows } = await database.admin.query(
+        `select seq_scan::int as seq, idx_scan::int as idx, (seq_tup_read + coalesce(idx_tup_fetch, 0))::int as rows
+         from pg_stat_user_tables where relname = 'flag_webhooks_inbox'`,
+      );
+      return rows[0];
     },
   };
   return database;

@@ -65,26 +65,6 @@ describe.skipIf(!availability.available)("the pg driver's transaction, once ende
 // soak slowed to 46 deliveries/s). Counted in pg_stat_user_tables once the inbox's connections exit
 // (a backend's table statistics reach the view when it exits, before it leaves pg_stat_activity).
 describe.skipIf(!availability.available)("the pg driver's statements with literals, on a table of 5,000 events", () => {
-  async function scans(): Promise<{ seq: number; idx: number }> {
-    const { rows } = await database.admin.query(
-      "select seq_scan::int as seq, idx_scan::int as idx from pg_stat_user_tables where relname = 'flag_webhooks_inbox'",
-    );
-    return rows[0];
-  }
-  /** Ends `pool` and waits until its connections, named `name`, have left the server. */
-  async function exited(pool: pg.Pool, name: string): Promise<void> {
-    await pool.end();
-    await expect
-      .poll(async () => {
-        const { rows } = await database.admin.query(
-          "select count(*)::int as n from pg_stat_activity where application_name = $1",
-          [name],
-        );
-        return rows[0].n;
-      })
-      .toBe(0);
-  }
-
   it("read the inbox's rows by its index: handle()'s claim of new ids and of copies, and the worker's lock, scan no table", async () => {
     const scope = `indexed-${randomUUID().slice(0, 8)}`;
     await database.admin.query(
@@ -93,7 +73,7 @@ describe.skipIf(!availability.available)("the pg driver's statements with litera
       [scope],
     );
     await database.admin.query("analyze flag_webhooks_inbox");
-    const before = await scans();
+    const before = await database.tableReads();
     const pool = new pg.Pool({ connectionString: database.url, max: 3, application_name: scope });
     const inbox = new PostgresInbox(pool, { scope });
     const ids = Array.from({ length: 4 }, () => `evt_${randomUUID()}`);
@@ -112,9 +92,8 @@ describe.skipIf(!availability.available)("the pg driver's statements with litera
     );
     expect(await worker.drain()).toBe(1);
     await worker.close();
-    await exited(pool, scope);
+    const after = await database.tableReads({ pool, name: scope });
     expect(await Promise.all([...ids, kept].map((id) => database.effects(id)))).toEqual([1, 1, 1, 1, 1]);
-    const after = await scans();
     expect(after.idx).toBeGreaterThan(before.idx);
     expect(after.seq - before.seq).toBe(0);
   }, 30_000);

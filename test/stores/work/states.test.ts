@@ -86,10 +86,10 @@ describe.skipIf(!availability.available)(
         await database.admin.query("analyze flag_webhooks_inbox");
         // The inbox's connections' table statistics reach the view once they exit.
         await pool.query("select 1");
-        const before = await tuplesRead(scope, pool);
+        const before = (await database.tableReads({ pool, name: scope })).rows;
         const measured = new pg.Pool({ connectionString: database.url, max: 2, application_name: `${scope}-m` });
         await readWaiting(new PostgresInbox(measured, { scope }));
-        const read = (await tuplesRead(`${scope}-m`, measured)) - before;
+        const read = (await database.tableReads({ pool: measured, name: `${scope}-m` })).rows - before;
         // Each of the 4 statements reads the waiting rows (5 at most), not the 5,000 done ids.
         expect(read).toBeLessThan(100);
       } finally {
@@ -98,24 +98,3 @@ describe.skipIf(!availability.available)(
     }, 30_000);
   },
 );
-
-/**
- * The rows read from the inbox table so far (by sequential and index scans), once the connections
- * of `pool`, named `name`, have ended: a backend's table statistics reach the view when it exits.
- */
-async function tuplesRead(name: string, pool: pg.Pool): Promise<number> {
-  await pool.end();
-  await expect
-    .poll(async () => {
-      const { rows } = await database.admin.query(
-        "select count(*)::int as n from pg_stat_activity where application_name = $1",
-        [name],
-      );
-      return rows[0].n;
-    })
-    .toBe(0);
-  const { rows } = await database.admin.query(
-    "select (seq_tup_read + coalesce(idx_tup_fetch, 0))::int as n from pg_stat_user_tables where relname = 'flag_webhooks_inbox'",
-  );
-  return rows[0].n;
-}
