@@ -81,8 +81,15 @@ describe("two worker processes on one SQLite file, a handler hanging past its de
         if (counts.pending === 0 && counts.running === 0) break;
         await sleep(100);
       }
-      // The hung handlers end 1.5 s after they began: their late writes are tried by then.
-      await sleep(1600);
+      // The hung handlers end 1.5 s after they began, each printing whether its late write ran:
+      // waited for (a fixed wait after the last event was done was outrun once on a loaded
+      // machine: 3 of 4 printed).
+      const lateWrites = () =>
+        workers
+          .map((worker) => worker.output)
+          .join("\n")
+          .match(/^late write /gm)?.length ?? 0;
+      for (let waited = 0; waited < 20_000 && lateWrites() < HANGING; waited += 100) await sleep(100);
       await Promise.all(workers.map((worker) => worker.stop()));
       const output = workers.map((worker) => worker.output).join("\n");
       const effects = new Map<string, number>();
