@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { type InboxClient, PostgresInbox } from "flag-webhooks/postgres";
 import pg from "pg";
 import postgres from "postgres";
@@ -71,6 +72,33 @@ describe.skipIf(skip !== undefined)("PostgresInbox.migrate() on a real PostgreSQ
         "select state from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'",
       );
       expect(rows).toEqual([]);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  // The page's recipe for a big table: the parked index built beforehand without the table's lock
+  // (`create index concurrently`), under the name migrate() looks for, which then leaves it alone.
+  it("leaves the parked index the keep then work page builds concurrently as it is", async () => {
+    const page = readFileSync(new URL("../../../docs/inbox-worker.md", import.meta.url), "utf8");
+    const recipe = /`(create index concurrently [^`]+)`/.exec(page)?.[1];
+    expect(recipe).toMatch(/ on flag_webhooks_inbox \(scope, received_at\) where state = 'parked'$/);
+    const pool = new pg.Pool({ connectionString: database.url, max: 2 });
+    try {
+      await new PostgresInbox(pool, { scope: "migrate-concurrent" }).migrate();
+      await pool.query("drop index flag_webhooks_inbox_parked");
+      await pool.query(recipe as string);
+      const parked =
+        "select oid::int as oid, pg_get_indexdef(oid) as def from pg_class where relname = 'flag_webhooks_inbox_parked'";
+      const built = (await pool.query(parked)).rows;
+      expect(built).toHaveLength(1);
+      await new PostgresInbox(pool, { scope: "migrate-concurrent" }).migrate();
+      expect((await pool.query(parked)).rows).toEqual(built);
+      // The same index migrate() makes: the same columns and condition.
+      const onTable = await pool.query(
+        "select count(*)::int as n from pg_indexes where tablename = 'flag_webhooks_inbox' and indexdef like '%(scope, received_at)%parked%'",
+      );
+      expect(onTable.rows).toEqual([{ n: 1 }]);
     } finally {
       await pool.end();
     }
