@@ -30,14 +30,48 @@ const CONTROL_WORD = /\b(?:begin|start|commit|end|rollback|abort|prepare|release
  */
 export function stepsOf(text: string, dialect: Dialect): Step[] | undefined {
   if (!CONTROL_WORD.test(text)) return undefined;
-  const steps = split(text, dialect).map(({ sql, words }) => ({ sql, ...classify(words, dialect) }));
+  const steps = read(text, dialect, false);
+  // Postgres reads a backslash in a plain '…' string as an escape when the session turned
+  // standard_conforming_strings off (a handler may, with SET): where a backslash makes the two
+  // readings cut or classify the text differently, a COMMIT one reading takes for part of a string
+  // could run in the other, so such a text is refused rather than guessed at.
+  if (dialect === "postgres" && text.includes("\\") && !sameSteps(steps, read(text, dialect, true))) {
+    return [
+      {
+        sql: text,
+        refused:
+          "a backslash in a '…' string makes this text read differently with standard_conforming_strings on and off; write E'…' for an escape, or send the transaction statement on its own",
+      },
+    ];
+  }
+  return steps;
+}
+
+/** The steps of `text` read one way (backslashes in plain strings as escapes where `backslashes`), or undefined. */
+function read(text: string, dialect: Dialect, backslashes: boolean): Step[] | undefined {
+  const steps = split(text, dialect, backslashes).map((statement) => ({
+    sql: statement.sql,
+    ...classify(statement, dialect),
+  }));
   return steps.some((step) => step.control !== undefined || step.refused !== undefined) ? steps : undefined;
 }
 
-/** A statement's words in upper case (a quoted name, a literal or a symbol is `""`). */
+/** Whether two readings of a text agree on its statements and on what each does. */
+function sameSteps(a: Step[] | undefined, b: Step[] | undefined): boolean {
+  const shape = (steps: Step[] | undefined) =>
+    JSON.stringify(steps?.map(({ sql, control, refused }) => [sql, control, refused]));
+  return shape(a) === shape(b);
+}
+
+/**
+ * A statement's words in upper case (a quoted name, a literal or a symbol is `""`), and its names:
+ * the same, but a quoted name or string as the name SQLite reads it (`"a"`, `[a]`, `` `a` `` and
+ * `'a'` all name a savepoint `a`).
+ */
 interface Statement {
   sql: string;
   words: string[];
+  names: string[];
 }
 
 /**
@@ -45,15 +79,17 @@ interface Statement {
  * `E'…'` with backslash escapes, and `$tag$…$tag$`), `"…"` (and SQLite's `` `…` `` and `[…]`),
  * `-- …` and `/* … *\/` (nested in Postgres). Empty statements are left out.
  */
-function split(text: string, dialect: Dialect): Statement[] {
+function split(text: string, dialect: Dialect, backslashes = false): Statement[] {
   const statements: Statement[] = [];
   let start = 0;
   let words: string[] = [];
+  let names: string[] = [];
   let i = 0;
   const end = () => {
     const sql = text.slice(start, i).trim();
-    if (words.length > 0) statements.push({ sql, words });
+    if (words.length > 0) statements.push({ sql, words, names });
     words = [];
+    names = [];
   };
   while (i < text.length) {
     const c = text[i] as string;
@@ -74,10 +110,16 @@ function split(text: string, dialect: Dialect): Statement[] {
       if (dialect === "postgres" && /^e$/i.test(word) && text[i] === "'") {
         i = quoteEnd(text, i, "'", true);
         words.push("");
-      } else words.push(word.toUpperCase());
+        names.push("");
+      } else {
+        words.push(word.toUpperCase());
+        names.push(word.toUpperCase());
+      }
     } else {
-      i = otherEnd(text, i, dialect);
+      const from = i;
+      i = otherEnd(text, i, dialect, backslashes);
       words.push("");
+      names.push(quotedName(text.slice(from, i)));
     }
   }
   end();
@@ -112,9 +154,10 @@ function quoteEnd(text: string, i: number, quote: string, backslash = false): nu
 }
 
 /** The index after a token that is no word: a quoted name or literal, a dollar-quoted body, or one symbol. */
-function otherEnd(text: string, i: number, dialect: Dialect): number {
+function otherEnd(text: string, i: number, dialect: Dialect, backslashes: boolean): number {
   const c = text[i] as string;
-  if (c === "'" || c === '"') return quoteEnd(text, i, c);
+  if (c === "'") return quoteEnd(text, i, c, backslashes && dialect === "postgres");
+  if (c === '"') return quoteEnd(text, i, c);
   if (dialect === "sqlite" && c === "`") return quoteEnd(text, i, c);
   if (dialect === "sqlite" && c === "[") {
     const close = text.indexOf("]", i);
@@ -128,18 +171,27 @@ function otherEnd(text: string, i: number, dialect: Dialect): number {
   return i + 1;
 }
 
+/** The name a quoted token stands for, in upper case (its quotes off, a doubled quote as one); "" for any other token. */
+function quotedName(token: string): string {
+  const open = token[0] as string;
+  const close = open === "[" ? "]" : open;
+  if (!"\"'`[".includes(open) || token.length < 2 || token.at(-1) !== close) return "";
+  const inside = token.slice(1, -1);
+  return (open === "[" ? inside : inside.replaceAll(open + open, open)).toUpperCase();
+}
+
 const NOISE = new Set(["WORK", "TRANSACTION"]);
 
 /** What a statement of these words does to the transaction (nothing for most). */
-function classify(words: string[], dialect: Dialect): Omit<Step, "sql"> {
+function classify({ words, names }: Statement, dialect: Dialect): Omit<Step, "sql"> {
   const [first, second] = words;
   if (first === "START" && second === "TRANSACTION" && dialect === "postgres") return begin(words.slice(2), dialect);
   if (first === "BEGIN") return begin(words.slice(1), dialect);
-  if (first === "COMMIT" || first === "END") return end(words.slice(1), dialect, "commit");
+  if (first === "COMMIT" || first === "END") return end(words.slice(1), names, dialect, "commit");
   if (first === "ROLLBACK" || (first === "ABORT" && dialect === "postgres")) {
-    return end(words.slice(1), dialect, "rollback");
+    return end(words.slice(1), names, dialect, "rollback");
   }
-  if (first === "RELEASE") return ownSavepoint(words);
+  if (first === "RELEASE") return ownSavepoint(names);
   if (first === "PREPARE" && second === "TRANSACTION") {
     return { refused: "two-phase commit (PREPARE TRANSACTION) cannot run inside the inbox's transaction" };
   }
@@ -166,16 +218,16 @@ function isSqliteMode(word: string, dialect: Dialect): boolean {
  * that stand for the handler's transactions) are refused: rolling back to its mark would undo the
  * event's record while the transaction still commits as handled.
  */
-function ownSavepoint(words: string[]): Omit<Step, "sql"> {
-  const name = words[words.length - 1] as string;
+function ownSavepoint(names: string[]): Omit<Step, "sql"> {
+  const name = names[names.length - 1] as string;
   if (!name.startsWith("FLAG_WEBHOOKS")) return {};
   return { refused: `savepoint ${name.toLowerCase()} is the inbox's own: name your savepoints otherwise` };
 }
 
 /** COMMIT, END, ROLLBACK, ABORT: the savepoint released or rolled back to; a ROLLBACK TO passes. */
-function end(rest: string[], dialect: Dialect, how: "commit" | "rollback"): Omit<Step, "sql"> {
+function end(rest: string[], names: string[], dialect: Dialect, how: "commit" | "rollback"): Omit<Step, "sql"> {
   const words = NOISE.has(rest[0] as string) ? rest.slice(1) : rest;
-  if (how === "rollback" && words[0] === "TO") return ownSavepoint(words);
+  if (how === "rollback" && words[0] === "TO") return ownSavepoint(names);
   const chain = words.join(" ");
   if (chain === "") return { control: how };
   if (dialect === "postgres" && chain === "AND NO CHAIN") return { control: how };

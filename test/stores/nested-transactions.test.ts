@@ -75,6 +75,42 @@ describe("stepsOf: the statements that begin, commit or roll back a transaction"
       expect(controls(text, "sqlite")).toBeUndefined();
     },
   );
+
+  // A session may turn standard_conforming_strings off: Postgres then reads '\'' as a string
+  // holding a quote, where the default reads a string holding a backslash and a second string.
+  it.each([
+    ["select '\\'' as a; commit; select 'x' --'", ["refused"]],
+    ["select 'a\\'; commit; select '", ["refused"]],
+    ["insert into t values ('C:\\dir'); commit", ["-", "commit"]],
+    ["select E'\\''; commit", ["-", "commit"]],
+  ])("postgres, a backslash in a plain string: %j", (text, expected) => {
+    expect(controls(text)).toEqual(expected);
+  });
+
+  it("postgres: the refusal of a text read two ways says how to write it", () => {
+    expect(stepsOf("select '\\'' as a; commit; select 'x' --'", "postgres")?.[0]?.refused).toMatch(
+      /standard_conforming_strings on and off; write E'…' for an escape/,
+    );
+  });
+
+  // SQLite reads "a", [a], `a` and 'a' as the name a: the inbox's savepoint in any of them is its own.
+  it.each([
+    'ROLLBACK TO "flag_webhooks_inbox"',
+    "rollback to savepoint [flag_webhooks_inbox]",
+    "rollback transaction to `flag_webhooks_inbox`",
+    "rollback to 'flag_webhooks_inbox'",
+    'release "FLAG_WEBHOOKS_INBOX"',
+    'release "flag_webhooks_""x"',
+  ])("sqlite, the inbox's savepoint quoted: %j is refused", (text) => {
+    expect(controls(text, "sqlite")).toEqual(["refused"]);
+  });
+
+  it.each(['rollback to "mine"', "release [flag webhooks]", "rollback to 'x_flag_webhooks_inbox'"])(
+    "sqlite, a quoted savepoint of the app's: %j is sent as it is",
+    (text) => {
+      expect(controls(text, "sqlite")).toBeUndefined();
+    },
+  );
 });
 
 describe("Nesting: what the statements become", () => {
