@@ -63,6 +63,7 @@ export default defineConfig({
           isolate: false,
           include: ["test/**/*.test.ts", "examples/**/*.test.ts"],
           exclude: [...configDefaults.exclude, ...ISOLATED],
+          setupFiles: ["test/support/shared-worker.ts"],
         },
       },
       { extends: true, test: { name: "isolated", include: ISOLATED } },
