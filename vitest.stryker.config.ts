@@ -44,10 +44,14 @@ const excluded = [
   "test/emulator/express.test.ts",
 ];
 
+// Without the base config's projects (its files in kept workers, a few in processes of their
+// own): Stryker's runner chooses the test files itself and keeps one process for them.
+const { projects: _projects, ...baseTest } = base.test ?? {};
+
 export default defineConfig({
   resolve: base.resolve,
   test: {
-    ...base.test,
+    ...baseTest,
     include: only?.length ? only : ["test/**/*.test.ts", "examples/**/*.test.ts"],
     // A file STRYKER_TESTS names runs even when the whole-suite run leaves it out (the workerd run
     // of test/queues/cloudflare.test.ts: stryker.workerd.config.mjs).

@@ -1,11 +1,12 @@
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { commands } from "../../src/cli/commands.js";
 import { close, listen, urlOf } from "../support/http.js";
+import { packedTarball } from "../support/packed.js";
 import { type SendTargets, startSendTargets } from "../support/send-targets.js";
 
 // The `flag-webhooks` command as users get it: the packed tarball installed with npm into a
@@ -84,15 +85,11 @@ function expectOneLineError(result: Run, code: 1 | 2, message: string | RegExp) 
 }
 
 beforeAll(async () => {
-  if (!existsSync(join(root, "dist/cli.js"))) throw new Error("dist is not built: run npm run build first");
   project = mkdtempSync(join(tmpdir(), "flag-webhooks-cli-"));
-  // As in package.test.ts: dist is built by npm test before vitest, so prepack must not rebuild it.
-  execFileSync("npm", ["pack", "--silent", "--ignore-scripts", "--pack-destination", project], {
-    cwd: root,
-    stdio: "pipe",
-  });
-  const tarball = readdirSync(project).find((f) => f.endsWith(".tgz"));
-  if (!tarball) throw new Error("npm pack made no tarball");
+  // The tarball npm publish ships (dist built by npm test before vitest), copied in for npm install.
+  const packed = packedTarball();
+  const tarball = basename(packed);
+  copyFileSync(packed, join(project, tarball));
   writeFileSync(join(project, "package.json"), '{ "name": "consumer", "private": true }\n');
   // A real install, so that npm links package.json "bin" into node_modules/.bin. The package has
   // no dependencies (its peers are optional), so nothing is fetched.

@@ -3,6 +3,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlin
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { installPacked } from "../support/packed.js";
 import { vector } from "../support/vectors.js";
 
 // The packed tarball, installed the way a user's project gets it, under every supported Node.
@@ -68,19 +69,9 @@ function run(bin: string, argv: string[]): Record<string, unknown> {
 }
 
 beforeAll(() => {
-  if (!existsSync(join(root, "dist/index.cjs"))) throw new Error("dist is not built: run npm run build first");
   project = mkdtempSync(join(tmpdir(), "flag-webhooks-consumer-"));
-  // npm test builds dist before vitest; --ignore-scripts keeps prepack from rebuilding dist
-  // under the other test files that read it in parallel. The tarball is what npm publish ships.
-  execFileSync("npm", ["pack", "--silent", "--ignore-scripts", "--pack-destination", project], {
-    cwd: root,
-    stdio: "pipe",
-  });
-  const tarball = readdirSync(project).find((f) => f.endsWith(".tgz"));
-  if (!tarball) throw new Error("npm pack made no tarball");
-  const installed = join(project, "node_modules/flag-webhooks");
-  mkdirSync(installed, { recursive: true });
-  execFileSync("tar", ["-xzf", join(project, tarball), "-C", installed, "--strip-components=1"]);
+  // The tarball npm publish ships, extracted as npm install leaves it.
+  installPacked(project);
   writeFileSync(join(project, "package.json"), '{ "name": "consumer", "private": true }\n');
   cpSync(fixtures, project, { recursive: true });
 }, 120_000);

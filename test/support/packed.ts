@@ -1,5 +1,18 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 
@@ -27,13 +40,21 @@ export interface PackedProject {
   remove(): void;
 }
 
+/** Where {@link packedTarball} keeps the tarball it made, named by the content it packed. */
+const packs = join(root, ".test-results/packed");
+
 /**
- * Packs the repository (`npm pack`; dist must be built) and extracts the tarball into
- * `<dir>/node_modules/flag-webhooks`, as `npm install` of it leaves it: the installed folder,
- * and the tarball's size in bytes and number of files.
+ * The tarball `npm pack` makes of the repository as it is now (dist must be built): packed once
+ * and kept in .test-results/packed under a hash of everything the package's `files` can take in,
+ * so that the test files that install the package (six, each 2 s of npm's CPU to pack) share one
+ * pack for as long as that content is the same. A change to any of those files (a new build of
+ * dist, an edited page) makes a new hash, hence a new pack: a test never installs a stale package.
  */
-export function installPacked(dir: string): { installed: string; tarball: PackedProject["tarball"] } {
+export function packedTarball(): string {
   if (!existsSync(join(root, "dist/index.cjs"))) throw new Error("dist is not built: run npm run build first");
+  const tarball = join(packs, `flag-webhooks-${packedContentHash()}.tgz`);
+  if (existsSync(tarball)) return tarball;
+  mkdirSync(packs, { recursive: true });
   const scratch = mkdtempSync(join(tmpdir(), "flag-webhooks-pack-"));
   try {
     // --ignore-scripts: prepack would rebuild dist under the other test files that read it.
@@ -41,18 +62,56 @@ export function installPacked(dir: string): { installed: string; tarball: Packed
       cwd: root,
       stdio: "pipe",
     });
-    const tarball = readdirSync(scratch).find((file) => file.endsWith(".tgz"));
-    if (!tarball) throw new Error("npm pack made no tarball");
-    const installed = join(dir, "node_modules/flag-webhooks");
-    mkdirSync(installed, { recursive: true });
-    execFileSync("tar", ["-xzf", join(scratch, tarball), "-C", installed, "--strip-components=1"]);
-    const files = execFileSync("tar", ["-tzf", join(scratch, tarball)], { encoding: "utf8" })
-      .trim()
-      .split("\n").length;
-    return { installed, tarball: { bytes: statSync(join(scratch, tarball)).size, files } };
+    const made = readdirSync(scratch).find((file) => file.endsWith(".tgz"));
+    if (!made) throw new Error("npm pack made no tarball");
+    // Test files packing at the same moment each write their own copy, then rename it into place
+    // (atomic): a reader sees one whole tarball or none. Older contents' tarballs go.
+    const own = `${tarball}.${process.pid}`;
+    copyFileSync(join(scratch, made), own);
+    renameSync(own, tarball);
+    for (const file of readdirSync(packs)) {
+      if (file.endsWith(".tgz") && join(packs, file) !== tarball) rmSync(join(packs, file), { force: true });
+    }
+    return tarball;
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+/**
+ * A hash of every file `npm pack` may take in: package.json, the README and LICENSE npm always
+ * adds, and each path of `files` (its `!` exclusions hashed too: a superset only packs more often).
+ */
+function packedContentHash(): string {
+  const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { files?: string[] };
+  const hash = createHash("sha256");
+  const add = (path: string) => {
+    const full = join(root, path);
+    if (!existsSync(full)) return;
+    if (statSync(full).isDirectory()) {
+      for (const name of readdirSync(full).sort()) add(join(path, name));
+      return;
+    }
+    hash.update(`${path}\0${statSync(full).size}\0`);
+    hash.update(readFileSync(full));
+  };
+  const always = readdirSync(root).filter((name) => /^(package\.json|readme|license|licence)/i.test(name));
+  for (const path of [...always.sort(), ...(manifest.files ?? []).map((path) => path.replace(/^!/, ""))]) add(path);
+  return hash.digest("hex").slice(0, 16);
+}
+
+/**
+ * Extracts the packed tarball ({@link packedTarball}) into `<dir>/node_modules/flag-webhooks`, as
+ * `npm install` of it leaves it: the installed folder, and the tarball's size in bytes and number
+ * of files.
+ */
+export function installPacked(dir: string): { installed: string; tarball: PackedProject["tarball"] } {
+  const tarball = packedTarball();
+  const installed = join(dir, "node_modules/flag-webhooks");
+  mkdirSync(installed, { recursive: true });
+  execFileSync("tar", ["-xzf", tarball, "-C", installed, "--strip-components=1"]);
+  const files = execFileSync("tar", ["-tzf", tarball], { encoding: "utf8" }).trim().split("\n").length;
+  return { installed, tarball: { bytes: statSync(tarball).size, files } };
 }
 
 /** Packs the repository and installs the tarball into a new project of this `type`. */
