@@ -31,7 +31,7 @@ import {
   type Param,
   syncDriver,
 } from "./drivers.js";
-import { migrateKeep, SQLITE_DIALECT, sqliteKeep, tableParts } from "./keep.js";
+import { keepOnDriver, migrateKeep, SQLITE_DIALECT, sqliteKeep, tableParts } from "./keep.js";
 import { numbered, type OrderOption, orderOption } from "./order.js";
 import { DEFAULT_TABLE } from "./schema.js";
 import { type InboxStatements, statementsFor } from "./statements.js";
@@ -109,7 +109,7 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     const [scope, retention, timeout, order] = [this.#scope, this.#retention, this.#timeout, this.#order];
     const settings = { name: "SQLite", scope, retention, timeout, now, order };
     const transactions = { begin: this.#begin.bind(this), commit: this.#commit.bind(this) };
-    const keep = sqliteKeep(transactions, this.#interactive, timeout);
+    const keep = sqliteKeep(transactions, this.#interactive, timeout, keepOnDriver(options.keepOn, db, this.#table));
     this.keepWith(new Keep(keep, keepStatements(this.#table.quoted, SQLITE_DIALECT), settings));
   }
 

@@ -29,7 +29,7 @@ export function arrivalParams(scope: string, a: Arrival): KeepParam[] {
 
 /** Keeps `arrivals` in one COMMIT (one statement, so all or none), within `bound`: what each found, in order. */
 export async function keepAll(
-  db: KeepDatabase,
+  db: Pick<KeepDatabase, "query" | "queryNow">,
   sql: KeepStatements,
   scope: string,
   arrivals: readonly Arrival[],
@@ -59,7 +59,7 @@ export async function keepAll(
  * it found, as keepAll would; undefined when it cannot be kept now (then keepAll).
  */
 export function keepNow(
-  db: KeepDatabase,
+  db: Pick<KeepDatabase, "query" | "queryNow">,
   sql: KeepStatements,
   scope: string,
   arrival: Arrival,

@@ -77,7 +77,8 @@ export class Keep {
     const plan = run ? planOf(options) : undefined;
     const telemetry = telemetryOf(options);
     const most = groupCommitOf(options.groupCommit);
-    const { db, sql } = this.#ground;
+    const { sql } = this.#ground;
+    const db = this.#ground.db.keeping ?? this.#ground.db;
     // A group's COMMIT holds its place while its statement may still commit, up to twice the bound:
     // the deliveries queued behind it are answered at their own bound and taken out, never sent; a
     // database that never answers gives the place to later deliveries after that.
