@@ -63,16 +63,23 @@ export function keepNow(
   sql: KeepStatements,
   scope: string,
   arrival: Arrival,
-  bound: KeepBound,
+  bound?: KeepBound,
 ): Found | undefined {
   const rows = db.queryNow?.(sql.insert, arrivalParams(scope, arrival), bound);
   if (!rows) return undefined;
-  return keptIn(rows).has(arrival.id) ? "kept" : "there";
+  // The rule of keptIn, for one arrival, with no Set built.
+  for (const row of rows) if (keptId(row) === arrival.id) return "kept";
+  return "there";
 }
 
-/** The ids a keeping statement kept: the rows it returned (a row it met is not returned). */
+/** The id of a row a keeping statement returned: one it kept (a row it met is not returned). */
+function keptId(row: KeepRow): string {
+  return String(row.id);
+}
+
+/** The ids a keeping statement kept: the rows it returned. */
 function keptIn(rows: readonly KeepRow[]): Set<string> {
-  return new Set(rows.map((row) => String(row.id)));
+  return new Set(rows.map(keptId));
 }
 
 /**

@@ -103,15 +103,17 @@ export class Keep {
           received_at: this.settings.now(),
           trace,
         };
-        // Its 503 past the bound abandons it: taken out of the group's queue, and SQLite commits nothing of it.
-        const bound = Bound.within(this.settings.timeout);
         // A delivery alone (no other of this onEvent on its way, none in the group: no group
-        // would form) is kept at once where the database can; the others, and one it cannot keep
-        // now, in the group's next COMMIT (or one of their own).
-        const alone = !group || (keeping === 1 && group.idle);
-        const kept = () => (group ? group.add(arrival, bound) : commit([arrival], bound).then(([one]) => one));
-        const keep = () => (alone && keepNow(db, sql, this.settings.scope, arrival, bound)) || kept();
-        found = await this.#store(keep, event.id, bound);
+        // would form) is kept at once where the database can, synchronously: nothing can answer
+        // it meanwhile, so it needs no bound, timer or promise of its own. The others, and one it
+        // cannot keep now, in the group's next COMMIT (or one of their own).
+        if (!group || (keeping === 1 && group.idle)) found = this.#keptNow(db, sql, arrival, event.id);
+        if (!found) {
+          // Its 503 past the bound abandons it: taken out of the group's queue, and SQLite commits nothing of it.
+          const bound = Bound.within(this.settings.timeout);
+          const kept = () => (group ? group.add(arrival, bound) : commit([arrival], bound).then(([one]) => one));
+          found = await this.#store(kept, event.id, bound);
+        }
       } finally {
         keeping--;
       }
@@ -246,9 +248,23 @@ export class Keep {
     try {
       return await this.#bounded(step(), bound);
     } catch (error) {
-      if (this.#ground.db.held?.(error)) throw inProgress(eventId);
-      throw unavailable(error, this.settings.name);
+      throw this.#failed(error, eventId);
     }
+  }
+
+  /** A lone delivery kept now, synchronously (see keepNow), its failure answered as by `#store`. */
+  #keptNow(db: Pick<KeepDatabase, "query" | "queryNow">, sql: KeepStatements, arrival: Arrival, eventId: string) {
+    try {
+      return keepNow(db, sql, this.settings.scope, arrival);
+    } catch (error) {
+      throw this.#failed(error, eventId);
+    }
+  }
+
+  /** What a failed step of the receiving side answers: 409 when it gave up on a row another transaction holds, 503 else. */
+  #failed(error: unknown, eventId: string): Error {
+    if (this.#ground.db.held?.(error)) return inProgress(eventId);
+    return unavailable(error, this.settings.name);
   }
 }
 
