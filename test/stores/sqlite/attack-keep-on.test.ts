@@ -154,6 +154,11 @@ describe("keepOn, a connection of the inbox's own for enqueue()", () => {
     expect(inboxOf(db, other)).toThrow(/inbox's own file/);
     expect(inboxOf(memory, connect(":memory:"))).toThrow(/inbox's own file/);
     expect(inboxOf(db, { execute: () => undefined })).toThrow(TypeError);
+    // Beside a database that is no synchronous connection: a libSQL client, a D1 binding.
+    const client = { execute: async () => ({ rows: [] }), transaction: async () => ({}) };
+    expect(inboxOf(client, connect(file))).toThrow(/second synchronous connection/);
+    const d1 = { prepare: () => ({ bind: () => undefined }), batch: async () => [] };
+    expect(inboxOf(d1, connect(file))).toThrow(/second synchronous connection/);
     expect(() => inboxOf(db, connect(file))()).not.toThrow();
   });
 
