@@ -107,6 +107,7 @@ export class Keep {
         // would form) is kept at once where the database can, synchronously: nothing can answer
         // it meanwhile, so it needs no bound, timer or promise of its own. The others, and one it
         // cannot keep now, in the group's next COMMIT (or one of their own).
+        // Stryker disable next-line ConditionalExpression,LogicalOperator,EqualityOperator: which path keeps a delivery, not whether: the group's keeps it the same, at a cost only a benchmark sees
         if (!group || (keeping === 1 && group.idle)) found = this.#keptNow(db, sql, arrival, event.id);
         if (!found) {
           // Its 503 past the bound abandons it: taken out of the group's queue, and SQLite commits nothing of it.
@@ -253,6 +254,7 @@ export class Keep {
   }
 
   /** A lone delivery kept now, synchronously (see keepNow), its failure answered as by `#store`. */
+  // Stryker disable next-line BlockStatement: queryNow answers its failures 503 already, and no database with queryNow says held()
   #keptNow(db: Pick<KeepDatabase, "query" | "queryNow">, sql: KeepStatements, arrival: Arrival, eventId: string) {
     try {
       return keepNow(db, sql, this.settings.scope, arrival);

@@ -152,7 +152,12 @@ describe("keepOn, a connection of the inbox's own for enqueue()", () => {
       new SqliteInbox(on as Database.Database, { scope: "keep-on", keepOn: keepOn as Database.Database });
     expect(inboxOf(db, db)).toThrow(TypeError);
     expect(inboxOf(db, other)).toThrow(/inbox's own file/);
-    expect(inboxOf(memory, connect(":memory:"))).toThrow(/inbox's own file/);
+    expect(inboxOf(memory, connect(":memory:"))).toThrow(/none: an in-memory or temporary database/);
+    expect(inboxOf(db, other)).toThrow(`(${file})`);
+    // A table in a database attached on neither: no file to compare.
+    expect(() => new SqliteInbox(db, { scope: "keep-on", table: "nowhere.inbox", keepOn: connect(file) })).toThrow(
+      /inbox's own file/,
+    );
     expect(inboxOf(db, { execute: () => undefined })).toThrow(TypeError);
     // Beside a database that is no synchronous connection: a libSQL client, a D1 binding.
     const client = { execute: async () => ({ rows: [] }), transaction: async () => ({}) };
