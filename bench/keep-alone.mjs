@@ -12,7 +12,7 @@
 // median of its per-round ratio to the hand-written receiver (hand CPU ÷ side CPU: above 1 is
 // cheaper). Instructions: each side in a process of its own under `valgrind --tool=callgrind`,
 // run for N and for 6N deliveries after the same warm-up; (I(6N) − I(N)) ÷ 5N per delivery, so
-// start-up and warm-up cancel out. Env: FLAG_WEBHOOKS_DIST, BENCH_ALONE_SIDES (names, separated by ";").
+// start-up and warm-up cancel out. "enqueue(), keepOn" keeps on a second connection of its own. Env: FLAG_WEBHOOKS_DIST, BENCH_ALONE_SIDES (names, separated by ";").
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -53,6 +53,10 @@ async function sides(db) {
   const inbox = new SqliteInbox(db, { scope: "bench" });
   await inbox.migrate();
   const earlier = before && new before.SqliteInbox(db, { scope: "bench-before" });
+  // keepOn: a second connection to the file, the inbox's own, with the same durability.
+  const second = new Database(db.name);
+  second.pragma("synchronous = normal");
+  const own = new SqliteInbox(db, { scope: "bench-keep-on", keepOn: second });
   const upsert = db.prepare(UPSERT);
   const keep = (scope, event) => {
     const now = Date.now();
@@ -80,6 +84,7 @@ async function sides(db) {
   return {
     hand: (event) => keep("hand", event),
     "enqueue()": inbox.enqueue(),
+    "enqueue(), keepOn": own.enqueue(),
     ...(earlier && { "enqueue(), before": earlier.enqueue() }),
     // The library's shape today, by hand: the busy_timeout read, then 0 for BEGIN IMMEDIATE and COMMIT.
     "raw: busy_timeout 0, BEGIN IMMEDIATE": (event) => {

@@ -31,7 +31,7 @@ import {
   type Param,
   syncDriver,
 } from "./drivers.js";
-import { migrateKeep, SQLITE_DIALECT, sqliteKeep, tableParts } from "./keep.js";
+import { keepOnDriver, migrateKeep, SQLITE_DIALECT, sqliteKeep, tableParts } from "./keep.js";
 import { numbered, type OrderOption, orderOption } from "./order.js";
 import { DEFAULT_TABLE } from "./schema.js";
 import { type InboxStatements, statementsFor } from "./statements.js";
@@ -104,12 +104,12 @@ export class SqliteInbox<Db extends SqliteDatabase = SqliteDatabase>
     }
     const { now = Date.now } = options;
     if (typeof now !== "function") throw new TypeError('flag-webhooks: option "now" must be a function');
+    const keeping = keepOnDriver(options.keepOn, db, this.#table); // checked first: refused beside D1 too
     // Keep-then-work needs a transaction held open while a handler runs: not on D1 and Durable Objects.
     if (!this.#interactive) return;
-    const [scope, retention, timeout, order] = [this.#scope, this.#retention, this.#timeout, this.#order];
-    const settings = { name: "SQLite", scope, retention, timeout, now, order };
+    const settings = { name: "SQLite", ...basics, now, order: this.#order };
     const transactions = { begin: this.#begin.bind(this), commit: this.#commit.bind(this) };
-    const keep = sqliteKeep(transactions, this.#interactive, timeout);
+    const keep = sqliteKeep(transactions, this.#interactive, this.#timeout, keeping);
     this.keepWith(new Keep(keep, keepStatements(this.#table.quoted, SQLITE_DIALECT), settings));
   }
 

@@ -6,10 +6,11 @@
 import { unavailable } from "../inbox-shell.js";
 import type { HeldTransaction, KeepBound, KeepDatabase, KeepParam } from "../work/database.js";
 import { ARRIVAL_FIELDS, type Dialect, KEEP_COLUMNS } from "../work/statements.js";
-import type { InteractiveDriver, OpenTransaction, Param } from "./drivers.js";
+import { type InteractiveDriver, isConnection, type OpenTransaction, type Param } from "./drivers.js";
 import { tableDefinition } from "./schema.js";
-import { turnExpired } from "./turns.js";
-import type { SqliteRow } from "./types.js";
+import { turnExpired, turnsOf } from "./turns.js";
+import type { SqliteConnection, SqliteRow } from "./types.js";
+import { oneWrites, preparedOn, type SyncShape } from "./without-waiting.js";
 
 /**
  * SQLite's dialect: numbered parameters (`?6`, turned into plain `?` by {@link positional} for
@@ -64,7 +65,12 @@ export interface SqliteTransactions {
  * through the driver's `write` where it has one (no handler runs in it), waiting for the turn and
  * the lock up to `timeout` ms, as a transaction of the inbox does.
  */
-export function sqliteKeep(transactions: SqliteTransactions, driver: InteractiveDriver, timeout: number): KeepDatabase {
+export function sqliteKeep(
+  transactions: SqliteTransactions,
+  driver: InteractiveDriver,
+  timeout: number,
+  keepOn?: Pick<InteractiveDriver, "write" | "writeNow">,
+): KeepDatabase {
   const inside = (open: OpenTransaction, sql: string, params: readonly KeepParam[]) => {
     const statement = positional(sql, params);
     return open.query(statement.sql, statement.params);
@@ -81,37 +87,13 @@ export function sqliteKeep(transactions: SqliteTransactions, driver: Interactive
       throw error;
     }
   };
-  const { writeNow } = driver;
+  const ones = oneStatements(driver, timeout, opened, transactions);
   return {
     // One writer: one attempt's transaction at a time.
     capacity: 1,
-    queryNow:
-      writeNow &&
-      ((sql, params, bound) => {
-        const statement = positional(sql, params);
-        try {
-          return writeNow(statement.sql, statement.params, bound);
-        } catch (error) {
-          // As in query: no handler runs in it, whatever failed is the store.
-          throw unavailable(error, "SQLite");
-        }
-      }),
-    async query(sql, params, bound) {
-      if (driver.write) {
-        const statement = positional(sql, params);
-        const deadline = bound?.deadline ?? Date.now() + timeout;
-        try {
-          // Synchronous: nothing commits once the bound is abandoned (its 503 is exact).
-          return await driver.write(statement.sql, statement.params, deadline, () => turnExpired(timeout), bound);
-        } catch (error) {
-          // No handler runs in it: whatever failed is the store, as when a transaction cannot begin.
-          throw unavailable(error, "SQLite");
-        }
-      }
-      const { open, rows } = await opened(sql, params, bound);
-      await transactions.commit(open, bound?.deadline);
-      return rows;
-    },
+    ...ones,
+    // keepOn: the receiving side keeps on the inbox's own connection, as `query` does on the app's.
+    ...(keepOn && { keeping: oneStatements(keepOn, timeout, opened, transactions) }),
     async begin(sql, params): Promise<HeldTransaction> {
       const { open, rows } = await opened(sql, params);
       return {
@@ -126,6 +108,109 @@ export function sqliteKeep(transactions: SqliteTransactions, driver: Interactive
       };
     },
   };
+}
+
+/**
+ * A statement committed on its own, through `driver`'s `write` (and `writeNow`) where it has them,
+ * else in a transaction `opened` and committed.
+ */
+function oneStatements(
+  driver: Pick<InteractiveDriver, "write" | "writeNow">,
+  timeout: number,
+  opened: (
+    sql: string,
+    params: readonly KeepParam[],
+    bound?: KeepBound,
+  ) => Promise<{ open: OpenTransaction; rows: SqliteRow[] }>,
+  transactions: SqliteTransactions,
+): Pick<KeepDatabase, "query" | "queryNow"> {
+  const { writeNow, write } = driver;
+  return {
+    queryNow:
+      writeNow &&
+      ((sql, params, bound) => {
+        const statement = positional(sql, params);
+        try {
+          return writeNow(statement.sql, statement.params, bound);
+        } catch (error) {
+          // As in query: no handler runs in it, whatever failed is the store.
+          throw unavailable(error, "SQLite");
+        }
+      }),
+    async query(sql, params, bound) {
+      if (write) {
+        const statement = positional(sql, params);
+        const deadline = bound?.deadline ?? Date.now() + timeout;
+        try {
+          // Synchronous: nothing commits once the bound is abandoned (its 503 is exact).
+          return await write(statement.sql, statement.params, deadline, () => turnExpired(timeout), bound);
+        } catch (error) {
+          // No handler runs in it: whatever failed is the store, as when a transaction cannot begin.
+          throw unavailable(error, "SQLite");
+        }
+      }
+      const { open, rows } = await opened(sql, params, bound);
+      await transactions.commit(open, bound?.deadline);
+      return rows;
+    },
+  };
+}
+
+/** What a driver tells of a transaction open on it: better-sqlite3 and bun:sqlite, node:sqlite. */
+interface InTransaction {
+  inTransaction?: boolean;
+  isTransaction?: boolean;
+}
+
+/**
+ * The option keepOn: a second connection to the inbox's file, the inbox's own, on which
+ * `enqueue()` keeps its deliveries. Nothing of the app runs on it, so a keep there is one
+ * autocommitted statement: with the busy_timeout at 0 (set once, here) every lock held elsewhere
+ * fails it SQLITE_BUSY at once, in any journal mode, and it is tried again after pauses with the
+ * event loop free; no transaction of the app's, no journal switch and no app statement still
+ * being stepped can be on it, so it needs no BEGIN, no pragma and no COMMIT of its own.
+ *
+ * Its writes (see SqliteInboxOptions.keepOn; undefined without it), checked against `db`, the
+ * inbox's connection: a synchronous connection, another one than `db`, to the same file (the file
+ * `pragma database_list` names for the inbox's database, `schema` `"name".` or "" for main, on
+ * both: not `:memory:` nor a temporary database, which no other connection sees). Sets its
+ * busy_timeout to 0.
+ */
+export function keepOnDriver(
+  keepOn: unknown,
+  db: unknown,
+  { schema }: { schema: string },
+): Pick<InteractiveDriver, "write" | "writeNow"> | undefined {
+  if (keepOn === undefined) return undefined;
+  if (!isConnection(keepOn) || !isConnection(db) || keepOn === db) {
+    throw new TypeError(
+      'flag-webhooks: option "keepOn" must be a second synchronous connection to the inbox\'s file, beside a synchronous one',
+    );
+  }
+  const file = fileOf(db, schema);
+  if (!file || fileOf(keepOn, schema) !== file) {
+    throw new TypeError(
+      `flag-webhooks: option "keepOn" must be a connection to the inbox's own file (${file || "none: an in-memory or temporary database"})`,
+    );
+  }
+  const connection = keepOn as unknown as SyncShape & InTransaction;
+  connection.exec("pragma busy_timeout = 0");
+  const statement = preparedOn(connection);
+  return oneWrites(turnsOf(keepOn), (sql, params) => {
+    // The app's own code on it against the option's terms: a statement there would join its
+    // transaction and not be committed before the answer.
+    if (connection.inTransaction || connection.isTransaction) {
+      throw new Error('flag-webhooks: a transaction is open on the "keepOn" connection, which is the inbox\'s own');
+    }
+    return statement(sql).all(...params);
+  });
+}
+
+/** The file of the database `schema` names on `connection` ("" for `:memory:` or a temporary one). */
+function fileOf(connection: SqliteConnection, schema: string): string {
+  const name = schema ? schema.slice(1, -2) : "main";
+  const rows = connection.prepare("pragma database_list").all() as SqliteRow[];
+  return String(rows.find((row) => row.name === name)?.file ?? "");
 }
 
 /**

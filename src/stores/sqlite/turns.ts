@@ -21,6 +21,25 @@ export class Turns {
   }
 
   /**
+   * The turn at once, when nobody holds it, without a giver: true when taken, to be given back by
+   * {@link giveBack} (once) before anything awaits; for a holder that gives it back in the same tick.
+   */
+  // Stryker disable ConditionalExpression,BooleanLiteral: its holder gives the turn back in the same tick, before anything else runs; refused, the delivery is kept by the group, the same
+  holdNow(): boolean {
+    if (this.#held) return false;
+    this.#held = true;
+    // Stryker restore ConditionalExpression,BooleanLiteral
+    return true;
+  }
+
+  /** Gives back the turn taken by {@link holdNow}, to the next in line. */
+  giveBack(): void {
+    const next = this.#waiting.shift();
+    if (next) next.grant();
+    else this.#held = false;
+  }
+
+  /**
    * Waits for the turn until `deadline` (ms since the epoch); past it, rejects with `expired()`
    * and leaves the queue.
    */
@@ -52,9 +71,7 @@ export class Turns {
     return () => {
       if (given) return;
       given = true;
-      const next = this.#waiting.shift();
-      if (next) next.grant();
-      else this.#held = false;
+      this.giveBack();
     };
   }
 }

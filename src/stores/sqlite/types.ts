@@ -167,4 +167,20 @@ export interface SqliteInboxOptions {
    * Databases with interactive transactions only (not D1 or a Durable Object's storage).
    */
   order?: boolean | { handleStale?: boolean };
+  /**
+   * A second synchronous connection to the inbox's file, given to the inbox for `enqueue()` alone:
+   * the deliveries are kept on it, each one autocommitted statement, with its busy_timeout set to 0
+   * by the inbox (a lock held elsewhere fails at once, and is tried again after pauses with the
+   * event loop free), so no BEGIN, COMMIT or pragma runs around each. Run nothing else on it. The
+   * app's connection (the first argument) is not touched by a keep: the rest of the inbox (the
+   * worker, `handle()`, listings) stays on it. A `TypeError` for a connection to another file, or
+   * to `:memory:` (no other connection sees that database), or the inbox's connection itself.
+   * Synchronous connections only (node:sqlite, better-sqlite3, bun:sqlite).
+   *
+   * @example
+   * ```ts
+   * const inbox = new SqliteInbox(new Database("app.db"), { scope: "audit-app", keepOn: new Database("app.db") });
+   * ```
+   */
+  keepOn?: SqliteConnection;
 }

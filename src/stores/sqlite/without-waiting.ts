@@ -115,16 +115,16 @@ export function oneWrites(
       return untilLocked(() => transaction(sql, params), deadline, expired, bound).finally(free);
     },
     // No await: a delivery alone pays for no promise and no timer (the lock held elsewhere: `write`).
+    // The turn held and given back in this call, with no giver made for it.
     writeNow(sql, params, bound) {
-      const free = bound?.abandoned() ? undefined : turns.takeNow();
-      if (!free) return undefined;
+      if (bound?.abandoned() || !turns.holdNow()) return undefined;
       try {
         return transaction(sql, params);
       } catch (error) {
         if (isBusy(error)) return undefined;
         throw error;
       } finally {
-        free();
+        turns.giveBack();
       }
     },
   };
@@ -145,7 +145,7 @@ export function preparedOn(connection: SyncShape): (sql: string) => ReturnType<S
 }
 
 /**
- * `step` (one statement) in a transaction of its own, committed, for a driver's `write`, with the
+ * `sql` (one statement) in a transaction of its own, committed, for a driver's `write`, with the
  * busy_timeout at 0 (`previous` put back after), to be tried again while the lock is held
  * elsewhere: a lock is never waited for with the event loop stopped. BEGIN IMMEDIATE, the statement
  * and COMMIT run at once, with no await between them, so nothing can run inside this
@@ -164,7 +164,8 @@ export function inOne(
   connection: SyncShape,
   statement: (sql: string) => ReturnType<SyncShape["prepare"]>,
   previous: number,
-  step: () => SqliteRow[],
+  sql: string,
+  params: readonly Param[],
 ): SqliteRow[] {
   // The busy_timeout set to 0 and back in the same call as BEGIN and as COMMIT (one exec each),
   // rather than on its own around each.
@@ -180,7 +181,7 @@ export function inOne(
     }
   }
   try {
-    const rows = step();
+    const rows = statement(sql).all(...params);
     // Stryker disable next-line ConditionalExpression: with the app's busy_timeout at 0, putting 0 back changes nothing
     if (previous === 0) statement("commit").run();
     else connection.exec(`commit; pragma busy_timeout = ${previous}`);
@@ -207,14 +208,12 @@ export function oneStatement(
   wal: Wal,
   busyTimeout: () => number,
 ): (sql: string, params: readonly Param[]) => SqliteRow[] {
-  return (sql, params) => {
-    const step = () => statement(sql).all(...params);
-    return wal.now() ? inDeferred(statement, wal, step) : inOne(connection, statement, busyTimeout(), step);
-  };
+  return (sql, params) =>
+    wal.now() ? inDeferred(statement, wal, sql, params) : inOne(connection, statement, busyTimeout(), sql, params);
 }
 
 /**
- * `step` (one statement) in a transaction of its own on a WAL database, committed, for a driver's
+ * `sql` (one statement) in a transaction of its own on a WAL database, committed, for a driver's
  * `write`, with the app's busy_timeout untouched: BEGIN (deferred), a read of the inbox's
  * database (`wal.begin()`), the statement, COMMIT. SQLite waits by the
  * busy_timeout only to begin a transaction on a connection that had none, never to make a read
@@ -230,13 +229,14 @@ export function oneStatement(
 export function inDeferred(
   statement: (sql: string) => ReturnType<SyncShape["prepare"]>,
   wal: Wal,
-  step: () => SqliteRow[],
+  sql: string,
+  params: readonly Param[],
 ): SqliteRow[] {
   // Outside the try: a BEGIN that fails (a transaction the app left open) has nothing to roll back.
   statement("begin").run();
   try {
     wal.begin();
-    const rows = step();
+    const rows = statement(sql).all(...params);
     statement("commit").run();
     return rows;
   } catch (error) {

@@ -65,6 +65,11 @@ export interface KeepDatabase {
    */
   queryNow?(sql: string, params: readonly KeepParam[], bound?: KeepBound): readonly KeepRow[] | undefined;
   /**
+   * Where the receiving side keeps its deliveries, when not here: a connection of the inbox's own
+   * (SQLite's `keepOn`), whose statements commit on their own in the same way.
+   */
+  keeping?: Pick<KeepDatabase, "query" | "queryNow">;
+  /**
    * A transaction of its own, whose first statement is `sql`; `flag`, the key of an ordered
    * event's flag when the inbox has `order`, for a database that reads its positions in that
    * statement.

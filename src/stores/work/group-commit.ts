@@ -29,7 +29,7 @@ export function arrivalParams(scope: string, a: Arrival): KeepParam[] {
 
 /** Keeps `arrivals` in one COMMIT (one statement, so all or none), within `bound`: what each found, in order. */
 export async function keepAll(
-  db: KeepDatabase,
+  db: Pick<KeepDatabase, "query" | "queryNow">,
   sql: KeepStatements,
   scope: string,
   arrivals: readonly Arrival[],
@@ -59,20 +59,27 @@ export async function keepAll(
  * it found, as keepAll would; undefined when it cannot be kept now (then keepAll).
  */
 export function keepNow(
-  db: KeepDatabase,
+  db: Pick<KeepDatabase, "query" | "queryNow">,
   sql: KeepStatements,
   scope: string,
   arrival: Arrival,
-  bound: KeepBound,
+  bound?: KeepBound,
 ): Found | undefined {
   const rows = db.queryNow?.(sql.insert, arrivalParams(scope, arrival), bound);
   if (!rows) return undefined;
-  return keptIn(rows).has(arrival.id) ? "kept" : "there";
+  // The rule of keptIn, for one arrival, with no Set built.
+  for (const row of rows) if (keptId(row) === arrival.id) return "kept";
+  return "there";
 }
 
-/** The ids a keeping statement kept: the rows it returned (a row it met is not returned). */
+/** The id of a row a keeping statement returned: one it kept (a row it met is not returned). */
+function keptId(row: KeepRow): string {
+  return String(row.id);
+}
+
+/** The ids a keeping statement kept: the rows it returned. */
 function keptIn(rows: readonly KeepRow[]): Set<string> {
-  return new Set(rows.map((row) => String(row.id)));
+  return new Set(rows.map(keptId));
 }
 
 /**

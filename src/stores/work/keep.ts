@@ -77,7 +77,8 @@ export class Keep {
     const plan = run ? planOf(options) : undefined;
     const telemetry = telemetryOf(options);
     const most = groupCommitOf(options.groupCommit);
-    const { db, sql } = this.#ground;
+    const { sql } = this.#ground;
+    const db = this.#ground.db.keeping ?? this.#ground.db;
     // A group's COMMIT holds its place while its statement may still commit, up to twice the bound:
     // the deliveries queued behind it are answered at their own bound and taken out, never sent; a
     // database that never answers gives the place to later deliveries after that.
@@ -102,15 +103,18 @@ export class Keep {
           received_at: this.settings.now(),
           trace,
         };
-        // Its 503 past the bound abandons it: taken out of the group's queue, and SQLite commits nothing of it.
-        const bound = Bound.within(this.settings.timeout);
         // A delivery alone (no other of this onEvent on its way, none in the group: no group
-        // would form) is kept at once where the database can; the others, and one it cannot keep
-        // now, in the group's next COMMIT (or one of their own).
-        const alone = !group || (keeping === 1 && group.idle);
-        const kept = () => (group ? group.add(arrival, bound) : commit([arrival], bound).then(([one]) => one));
-        const keep = () => (alone && keepNow(db, sql, this.settings.scope, arrival, bound)) || kept();
-        found = await this.#store(keep, event.id, bound);
+        // would form) is kept at once where the database can, synchronously: nothing can answer
+        // it meanwhile, so it needs no bound, timer or promise of its own. The others, and one it
+        // cannot keep now, in the group's next COMMIT (or one of their own).
+        // Stryker disable next-line ConditionalExpression,LogicalOperator,EqualityOperator: which path keeps a delivery, not whether: the group's keeps it the same, at a cost only a benchmark sees
+        if (!group || (keeping === 1 && group.idle)) found = this.#keptNow(db, sql, arrival, event.id);
+        if (!found) {
+          // Its 503 past the bound abandons it: taken out of the group's queue, and SQLite commits nothing of it.
+          const bound = Bound.within(this.settings.timeout);
+          const kept = () => (group ? group.add(arrival, bound) : commit([arrival], bound).then(([one]) => one));
+          found = await this.#store(kept, event.id, bound);
+        }
       } finally {
         keeping--;
       }
@@ -245,9 +249,24 @@ export class Keep {
     try {
       return await this.#bounded(step(), bound);
     } catch (error) {
-      if (this.#ground.db.held?.(error)) throw inProgress(eventId);
-      throw unavailable(error, this.settings.name);
+      throw this.#failed(error, eventId);
     }
+  }
+
+  /** A lone delivery kept now, synchronously (see keepNow), its failure answered as by `#store`. */
+  // Stryker disable next-line BlockStatement: queryNow answers its failures 503 already, and no database with queryNow says held()
+  #keptNow(db: Pick<KeepDatabase, "query" | "queryNow">, sql: KeepStatements, arrival: Arrival, eventId: string) {
+    try {
+      return keepNow(db, sql, this.settings.scope, arrival);
+    } catch (error) {
+      throw this.#failed(error, eventId);
+    }
+  }
+
+  /** What a failed step of the receiving side answers: 409 when it gave up on a row another transaction holds, 503 else. */
+  #failed(error: unknown, eventId: string): Error {
+    if (this.#ground.db.held?.(error)) return inProgress(eventId);
+    return unavailable(error, this.settings.name);
   }
 }
 
