@@ -83,6 +83,8 @@ describe("stepsOf: the statements that begin, commit or roll back a transaction"
     ["select 'a\\'; commit; select '", ["refused"]],
     ["insert into t values ('C:\\dir'); commit", ["-", "commit"]],
     ["select E'\\''; commit", ["-", "commit"]],
+    // In SJIS (or BIG5, GBK…), the bytes of "Á" sent as UTF-8 end in a lead byte that takes the backslash.
+    ["select E'\u00c1\\'; commit; select 1 as x -- '", ["refused"]],
   ])("postgres, a backslash in a plain string: %j", (text, expected) => {
     expect(controls(text)).toEqual(expected);
   });

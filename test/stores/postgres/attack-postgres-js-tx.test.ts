@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { PostgresInbox } from "flag-webhooks/postgres";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
@@ -26,7 +26,9 @@ const sqls: postgres.Sql[] = [];
 afterAll(async () => {
   await Promise.all(sqls.map((sql) => sql.end()));
 });
-const file = join(mkdtempSync(join(tmpdir(), "flag-webhooks-attack-")), "commit.sql");
+const results = fileURLToPath(new URL("../../../.test-results/", import.meta.url));
+mkdirSync(results, { recursive: true });
+const file = join(mkdtempSync(join(results, "attack-postgres-js-")), "commit.sql");
 writeFileSync(file, "commit");
 
 type Tx = postgres.TransactionSql;
@@ -43,33 +45,30 @@ const COMMITS: [string, (tx: Tx) => Promise<unknown>][] = [
 ];
 
 describe.skipIf(!availability.available)("PostgresInbox on postgres.js, attacked: a COMMIT tx does not read", () => {
-  // Broke: 3 of 3 ways, 1 of 1 delivery each: 500, then the copy 204 as a duplicate, the handler
+  // Broke before its fix (now held): 3 of 3 ways, 1 of 1 delivery each: 500, then the copy 204 as a duplicate, the handler
   // run once and its effect committed.
-  it.fails.each(COMMITS)(
-    "%s, then a handler that fails: nothing commits, the copy runs it again",
-    async (name, commit) => {
-      const sql = postgres(database.url, { max: 2, onnotice: () => {} });
-      sqls.push(sql);
-      const runs = new Map<string, number>();
-      const inbox = new PostgresInbox(sql, { scope: `postgres-js-${COMMITS.findIndex(([n]) => n === name)}` });
-      const send = await adapterReceiver("Express", {
-        secret: SECRET,
-        onEvent: inbox.handle(async (event, tx) => {
-          runs.set(event.id, (runs.get(event.id) ?? 0) + 1);
-          await tx`insert into effects (event_id) values (${event.id})`;
-          await commit(tx as unknown as Tx).catch(() => {});
-          if (runs.get(event.id) === 1) throw new Error("fails after the COMMIT");
-        }),
-      });
-      const id = `evt_${randomUUID()}`;
-      const first = (await send(body(id))).status;
-      const copy = await send(body(id));
-      expect([first, copy.headers["webhook-duplicate"], runs.get(id), await database.effects(id)]).toEqual([
-        500,
-        undefined,
-        2,
-        1,
-      ]);
-    },
-  );
+  it.each(COMMITS)("%s, then a handler that fails: nothing commits, the copy runs it again", async (name, commit) => {
+    const sql = postgres(database.url, { max: 2, onnotice: () => {} });
+    sqls.push(sql);
+    const runs = new Map<string, number>();
+    const inbox = new PostgresInbox(sql, { scope: `postgres-js-${COMMITS.findIndex(([n]) => n === name)}` });
+    const send = await adapterReceiver("Express", {
+      secret: SECRET,
+      onEvent: inbox.handle(async (event, tx) => {
+        runs.set(event.id, (runs.get(event.id) ?? 0) + 1);
+        await tx`insert into effects (event_id) values (${event.id})`;
+        await commit(tx as unknown as Tx).catch(() => {});
+        if (runs.get(event.id) === 1) throw new Error("fails after the COMMIT");
+      }),
+    });
+    const id = `evt_${randomUUID()}`;
+    const first = (await send(body(id))).status;
+    const copy = await send(body(id));
+    expect([first, copy.headers["webhook-duplicate"], runs.get(id), await database.effects(id)]).toEqual([
+      500,
+      undefined,
+      2,
+      1,
+    ]);
+  });
 });

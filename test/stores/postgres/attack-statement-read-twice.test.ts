@@ -29,9 +29,9 @@ const twoFaced = () => ({
 describe.skipIf(!availability.available)(
   "PostgresInbox on pg, attacked: a query config whose text reads otherwise to pg",
   () => {
-    // Broke: 1 of 1: 500 (the handler threw after the COMMIT), then the copy 204 as a duplicate,
+    // Broke before its fix (now held): 1 of 1: 500 (the handler threw after the COMMIT), then the copy 204 as a duplicate,
     // the handler run once and its effect committed.
-    it.fails("a COMMIT behind a getter, then a throw: nothing commits, and the copy runs the handler again", async () => {
+    it("a COMMIT behind a getter, then a throw: nothing commits, and the copy runs the handler again", async () => {
       const runs = new Map<string, number>();
       const inbox = new PostgresInbox(database.pool(2), { scope: "two-faced" });
       const send = await adapterReceiver("Express", {

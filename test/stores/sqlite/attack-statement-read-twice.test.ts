@@ -19,9 +19,9 @@ afterAll(() => {
 const event = (id: string) => ({ id, type: "flag.updated" }) as WebhookEvent;
 
 describe("SqliteInbox on libSQL, attacked: a statement whose sql reads otherwise the second time", () => {
-  // Broke: 1 of 1: the handler threw after the COMMIT, yet the copy is answered 204 as a duplicate
+  // Broke before its fix (now held): 1 of 1: the handler threw after the COMMIT, yet the copy is answered 204 as a duplicate
   // and the handler ran once, its effect committed.
-  it.fails("a COMMIT behind a getter, then a throw: nothing commits, and the copy runs the handler again", async () => {
+  it("a COMMIT behind a getter, then a throw: nothing commits, and the copy runs the handler again", async () => {
     const client = createClient({ url: `file:${databaseFile()}` });
     clients.push(client);
     await client.execute("create table effects (event_id text not null)");
