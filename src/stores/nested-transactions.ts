@@ -30,12 +30,15 @@ const CONTROL_WORD = /\b(?:begin|start|commit|end|rollback|abort|prepare|release
  */
 export function stepsOf(text: string, dialect: Dialect): Step[] | undefined {
   if (!CONTROL_WORD.test(text)) return undefined;
-  const steps = read(text, dialect, false);
-  // Postgres reads a backslash in a plain '…' string as an escape when the session turned
-  // standard_conforming_strings off (a handler may, with SET): where a backslash makes the two
-  // readings cut or classify the text differently, a COMMIT one reading takes for part of a string
-  // could run in the other, so such a text is refused rather than guessed at.
-  if (dialect === "postgres" && text.includes("\\") && !sameSteps(steps, read(text, dialect, true))) {
+  const steps = read(text, dialect, STANDARD);
+  // Where a backslash makes Postgres's possible readings cut or classify the text differently, a
+  // COMMIT one reading takes for part of a string could run in another, so such a text is refused
+  // rather than guessed at (see Reading: the session's settings, which a handler may change, decide).
+  if (
+    dialect === "postgres" &&
+    text.includes("\\") &&
+    !READINGS.every((way) => sameSteps(steps, read(text, dialect, way)))
+  ) {
     return [
       {
         sql: text,
@@ -47,9 +50,28 @@ export function stepsOf(text: string, dialect: Dialect): Step[] | undefined {
   return steps;
 }
 
-/** The steps of `text` read one way (backslashes in plain strings as escapes where `backslashes`), or undefined. */
-function read(text: string, dialect: Dialect, backslashes: boolean): Step[] | undefined {
-  const steps = split(text, dialect, backslashes).map((statement) => ({
+/**
+ * How Postgres may read a backslash in a string, as the session is set: in a plain '…' string, an
+ * escape once standard_conforming_strings is off (`plainEscapes`); and, in a client encoding where
+ * a character's second byte may be a backslash's (SJIS, BIG5, GBK, UHC…), part of the non-ASCII
+ * character before it rather than an escape (`swallowed`), which a text sent as UTF-8 can make.
+ */
+interface Reading {
+  plainEscapes: boolean;
+  swallowed: boolean;
+}
+
+/** Postgres's default reading: a backslash escapes only in E'…' strings. */
+const STANDARD: Reading = { plainEscapes: false, swallowed: false };
+const READINGS: readonly Reading[] = [
+  { plainEscapes: true, swallowed: false },
+  { plainEscapes: false, swallowed: true },
+  { plainEscapes: true, swallowed: true },
+];
+
+/** The steps of `text` read one way, or undefined. */
+function read(text: string, dialect: Dialect, way: Reading): Step[] | undefined {
+  const steps = split(text, dialect, way).map((statement) => ({
     sql: statement.sql,
     ...classify(statement, dialect),
   }));
@@ -79,7 +101,7 @@ interface Statement {
  * `E'…'` with backslash escapes, and `$tag$…$tag$`), `"…"` (and SQLite's `` `…` `` and `[…]`),
  * `-- …` and `/* … *\/` (nested in Postgres). Empty statements are left out.
  */
-function split(text: string, dialect: Dialect, backslashes = false): Statement[] {
+function split(text: string, dialect: Dialect, way: Reading = STANDARD): Statement[] {
   const statements: Statement[] = [];
   let start = 0;
   let words: string[] = [];
@@ -108,7 +130,7 @@ function split(text: string, dialect: Dialect, backslashes = false): Statement[]
       const word = /^[A-Za-z_][A-Za-z0-9_$]*/.exec(text.slice(i))?.[0] as string;
       i += word.length;
       if (dialect === "postgres" && /^e$/i.test(word) && text[i] === "'") {
-        i = quoteEnd(text, i, "'", true);
+        i = quoteEnd(text, i, "'", true, way.swallowed);
         words.push("");
         names.push("");
       } else {
@@ -117,7 +139,7 @@ function split(text: string, dialect: Dialect, backslashes = false): Statement[]
       }
     } else {
       const from = i;
-      i = otherEnd(text, i, dialect, backslashes);
+      i = otherEnd(text, i, dialect, way);
       words.push("");
       names.push(quotedName(text.slice(from, i)));
     }
@@ -141,10 +163,13 @@ function commentEnd(text: string, i: number, nested: boolean): number {
   return i;
 }
 
-/** The index after the quoted text that starts at `i` with `quote` (doubled to escape; `\` too where `backslash`). */
-function quoteEnd(text: string, i: number, quote: string, backslash = false): number {
+/**
+ * The index after the quoted text that starts at `i` with `quote` (doubled to escape; `\` too
+ * where `backslash`, unless `swallowed` and it follows a non-ASCII character: see Reading).
+ */
+function quoteEnd(text: string, i: number, quote: string, backslash = false, swallowed = false): number {
   for (i++; i < text.length; i++) {
-    if (backslash && text[i] === "\\") i++;
+    if (backslash && text[i] === "\\" && !(swallowed && text.charCodeAt(i - 1) > 0x7f)) i++;
     else if (text[i] === quote) {
       if (text[i + 1] !== quote) return i + 1;
       i++;
@@ -154,9 +179,9 @@ function quoteEnd(text: string, i: number, quote: string, backslash = false): nu
 }
 
 /** The index after a token that is no word: a quoted name or literal, a dollar-quoted body, or one symbol. */
-function otherEnd(text: string, i: number, dialect: Dialect, backslashes: boolean): number {
+function otherEnd(text: string, i: number, dialect: Dialect, way: Reading): number {
   const c = text[i] as string;
-  if (c === "'") return quoteEnd(text, i, c, backslashes && dialect === "postgres");
+  if (c === "'") return quoteEnd(text, i, c, way.plainEscapes && dialect === "postgres", way.swallowed);
   if (c === '"') return quoteEnd(text, i, c);
   if (dialect === "sqlite" && c === "`") return quoteEnd(text, i, c);
   if (dialect === "sqlite" && c === "[") {

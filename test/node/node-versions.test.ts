@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 // other differently from one major to the next (writeHead takes an array of headers through
 // appendHeader since 22, writeContinue goes through writeInformation in 24). The suite runs on
 // Node 20; this runs the files that exercise every method of the response on a held answer on
-// Node 22 and 24 too, each in a vitest of its own on that Node.
+// Node 22 and 24 too, each in a vitest of its own on that Node (node:http2's compatibility response too).
 
 const root = resolve(import.meta.dirname, "../..");
 const FILES = [
@@ -16,6 +16,7 @@ const FILES = [
   "test/node/held-writes.test.ts",
   "test/node/refusals.test.ts",
   "test/node/watched-twice.test.ts",
+  "test/node/attack-http2-compat.test.ts",
 ];
 const NODES = {
   "Node 22": join(root, "tools/node-versions/node_modules/node22/bin/node"),

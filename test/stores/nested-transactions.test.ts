@@ -83,6 +83,8 @@ describe("stepsOf: the statements that begin, commit or roll back a transaction"
     ["select 'a\\'; commit; select '", ["refused"]],
     ["insert into t values ('C:\\dir'); commit", ["-", "commit"]],
     ["select E'\\''; commit", ["-", "commit"]],
+    // In SJIS (or BIG5, GBK…), the bytes of "Á" sent as UTF-8 end in a lead byte that takes the backslash.
+    ["select E'\u00c1\\'; commit; select 1 as x -- '", ["refused"]],
   ])("postgres, a backslash in a plain string: %j", (text, expected) => {
     expect(controls(text)).toEqual(expected);
   });
@@ -164,5 +166,179 @@ describe("Nesting: what the statements become", () => {
       "release savepoint flag_webhooks_nested_1",
     ]);
     expect(nesting.depth).toBe(0);
+  });
+});
+
+// Each statement's own text as sent (cut at each `;` outside quotes and comments, trimmed), and
+// exactly why a refused one is refused: what a handler sees in its error.
+describe("stepsOf: each statement's text and refusal", () => {
+  it.each([
+    ["  begin ;  insert into t values (1)  ;commit  ", ["begin", "insert into t values (1)", "commit"]],
+    ["select 2 - 1; commit", ["select 2 - 1", "commit"]],
+    ["select 4 / 2; commit", ["select 4 / 2", "commit"]],
+    ["commit -- done", ["commit -- done"]],
+    ["-- first\ncommit", ["-- first\ncommit"]],
+    ["select e from t; commit", ["select e from t", "commit"]],
+    ["select $1::int; commit", ["select $1::int", "commit"]],
+    ["select $$a; b$$; commit", ["select $$a; b$$", "commit"]],
+    ["select $q$ $$; $q$; commit", ["select $q$ $$; $q$", "commit"]],
+  ])("postgres: %j", (text, sqls) => {
+    expect(stepsOf(text, "postgres")?.map((step) => step.sql)).toEqual(sqls);
+  });
+
+  it.each([
+    ["select 'it''s; commit'; commit", ["select 'it''s; commit'", "commit"]],
+    ["select [a;b]; commit", ["select [a;b]", "commit"]],
+    ["select `a;b`; commit", ["select `a;b`", "commit"]],
+    ['select "a;""b"; commit', ['select "a;""b"', "commit"]],
+    ["/* /* */ commit", ["/* /* */ commit"]],
+  ])("sqlite: %j", (text, sqls) => {
+    expect(stepsOf(text, "sqlite")?.map((step) => step.sql)).toEqual(sqls);
+  });
+
+  it.each([
+    // Unterminated: the rest of the text is the string, comment or name; nothing after it is read.
+    ["postgres", "select $$ commit"],
+    ["postgres", "select $a$ commit $b$"],
+    ["postgres", "/* /* */ commit"],
+    ["postgres", "select 'commit"],
+    ["sqlite", "select [commit"],
+    ["sqlite", "select `commit"],
+    ["sqlite", "/* commit"],
+  ] as const)("%s, unterminated: %j is sent as it is", (dialect, text) => {
+    expect(stepsOf(text, dialect)).toBeUndefined();
+  });
+
+  it.each([["type"], ["ex"]])(
+    "postgres: a word %j before a string is no E prefix (its backslash reads two ways)",
+    (word) => {
+      expect(controls(`select ${word}'\\'; commit`)).toEqual(["refused"]);
+    },
+  );
+
+  it.each([
+    [
+      "begin isolation level serializable",
+      "BEGIN ISOLATION LEVEL SERIALIZABLE cannot be a savepoint; write BEGIN alone",
+    ],
+    ["start transaction read only", "BEGIN READ ONLY cannot be a savepoint; write BEGIN alone"],
+    ["commit prepared 'x'", "two-phase commit (COMMIT or ROLLBACK PREPARED)"],
+    ["rollback prepared 'x'", "two-phase commit (COMMIT or ROLLBACK PREPARED)"],
+    ["prepare transaction 'x'", "two-phase commit (PREPARE TRANSACTION)"],
+    ["commit and rollback", "COMMIT AND ROLLBACK cannot be mapped to a savepoint"],
+    ["rollback work and x", "ROLLBACK WORK AND X cannot be mapped to a savepoint"],
+    ["release flag_webhooks_inbox", "savepoint flag_webhooks_inbox is the inbox's own: name your savepoints otherwise"],
+    ["rollback to savepoint flag_webhooks_nested_1", "savepoint flag_webhooks_nested_1 is the inbox's own"],
+  ])("postgres: %j is refused, saying why", (text, why) => {
+    const steps = stepsOf(text, "postgres");
+    expect(steps).toHaveLength(1);
+    expect(steps?.[0]?.refused).toContain(why);
+    expect(steps?.[0]?.control).toBeUndefined();
+  });
+
+  it.each([
+    ["begin exclusive", "BEGIN EXCLUSIVE cannot be a savepoint"],
+    ["begin deferred transaction", undefined],
+    ["begin transaction immediate", "BEGIN TRANSACTION IMMEDIATE cannot be a savepoint"],
+    ["commit and chain", "COMMIT AND CHAIN cannot be mapped to a savepoint"],
+    ["commit and no chain", "COMMIT AND NO CHAIN cannot be mapped to a savepoint"],
+  ])("sqlite: %j", (text, why) => {
+    const [step] = stepsOf(text, "sqlite") ?? [];
+    if (why === undefined) expect(step).toMatchObject({ control: "begin" });
+    else expect(step?.refused).toContain(why);
+  });
+
+  it("postgres: START TRANSACTION begins; in SQLite it is no transaction statement", () => {
+    expect(controls("start transaction")).toEqual(["begin"]);
+    expect(controls("start work")).toBeUndefined();
+    expect(controls("start transaction", "sqlite")).toBeUndefined();
+  });
+
+  it("a text that only names a control word somewhere else is sent as it is, whole", () => {
+    expect(stepsOf("select 1 as begin_at", "postgres")).toBeUndefined();
+    expect(stepsOf("update t set x = 1 where end_at > now()", "postgres")).toBeUndefined();
+  });
+});
+
+describe("Nesting: each step's result, and the asynchronous path", () => {
+  it("run() gives the result of each step's last statement, in order", () => {
+    const nesting = new Nesting();
+    const results = nesting.run(stepsOf("begin; select 1; rollback", "postgres") ?? [], (sql) => `ran ${sql}`);
+    expect(results).toEqual([
+      "ran savepoint flag_webhooks_nested_1",
+      "ran select 1",
+      "ran release savepoint flag_webhooks_nested_1",
+    ]);
+  });
+
+  it("runAsync() likewise, and a COMMIT whose RELEASE fails rolls back to its savepoint and throws", async () => {
+    const nesting = new Nesting();
+    const sent: string[] = [];
+    const results = await nesting.runAsync(stepsOf("begin; select 1", "postgres") ?? [], async (sql) => {
+      sent.push(sql);
+      return sql.length;
+    });
+    expect(results).toEqual(["savepoint flag_webhooks_nested_1".length, "select 1".length]);
+    const failing = async (sql: string) => {
+      sent.push(sql);
+      if (sql.startsWith("release") && !sent.includes("rollback to savepoint flag_webhooks_nested_1")) {
+        throw new Error("current transaction is aborted");
+      }
+      return 0;
+    };
+    await expect(nesting.runAsync(stepsOf("commit", "postgres") ?? [], failing)).rejects.toMatchObject({
+      message: "current transaction is aborted",
+    });
+    expect(sent.slice(2)).toEqual([
+      "release savepoint flag_webhooks_nested_1",
+      "rollback to savepoint flag_webhooks_nested_1",
+      "release savepoint flag_webhooks_nested_1",
+    ]);
+    expect(nesting.depth).toBe(0);
+  });
+
+  it("a step that fails without ending a savepoint undoes nothing: the depth stays, no ROLLBACK TO is sent", async () => {
+    const nesting = new Nesting();
+    const sent: string[] = [];
+    nesting.run(stepsOf("begin", "postgres") ?? [], (sql) => void sent.push(sql));
+    const failing = (sql: string) => {
+      sent.push(sql);
+      throw new Error("relation does not exist");
+    };
+    expect(() => nesting.run(stepsOf("select * from nowhere; commit", "postgres") ?? [], failing)).toThrow(
+      "relation does not exist",
+    );
+    await expect(
+      nesting.runAsync(stepsOf("begin; select 1", "postgres") ?? [], async (sql) => failing(sql)),
+    ).rejects.toMatchObject({ message: "relation does not exist" });
+    expect(sent).toEqual([
+      "savepoint flag_webhooks_nested_1",
+      "select * from nowhere",
+      "savepoint flag_webhooks_nested_2",
+    ]);
+    expect(nesting.depth).toBe(1);
+  });
+
+  it("a refused statement is refused before anything of its text is sent, naming it", () => {
+    const nesting = new Nesting();
+    const sent: string[] = [];
+    expect(() =>
+      nesting.run(stepsOf("begin; begin isolation level serializable", "postgres") ?? [], (sql) => void sent.push(sql)),
+    ).toThrow(
+      "flag-webhooks: refused through the inbox's tx: begin isolation level serializable: a nested transaction takes",
+    );
+    expect(sent).toEqual(["savepoint flag_webhooks_nested_1"]);
+  });
+
+  it("a refusal names at most 80 characters of the statement", () => {
+    const long = `commit prepared '${"x".repeat(200)}'`;
+    const error = (() => {
+      try {
+        new Nesting().run(stepsOf(long, "postgres") ?? [], () => undefined);
+      } catch (caught) {
+        return caught as Error;
+      }
+    })();
+    expect(error?.message).toContain(`: ${long.slice(0, 80)}: two-phase commit`);
   });
 });

@@ -18,6 +18,10 @@ export function pgTx(client: object, nesting: Nesting): unknown {
   const query: PgQuery = (...args) => {
     const [config] = args;
     const text = typeof config === "string" ? config : textOf(config);
+    // pg is handed the text read here, never the config's own `text` again (a getter could answer
+    // it a COMMIT where it answered this reading a SELECT).
+    if (text !== undefined && typeof config === "object" && config !== null && !isSubmittable(config))
+      args[0] = withText(config, text);
     const steps = text === undefined ? undefined : stepsOf(text, "postgres");
     if (!steps) return target.query(...args);
     const callback = [...args, (config as { callback?: unknown }).callback].find(
@@ -41,6 +45,11 @@ export function pgTx(client: object, nesting: Nesting): unknown {
 function textOf(config: unknown): string | undefined {
   const c = config as { text?: unknown } | null;
   return typeof c?.text === "string" ? c.text : undefined;
+}
+
+/** `config` with `text` as its text: its other members (values, name, rowMode, types…) read through it. */
+function withText(config: object, text: string): object {
+  return Object.create(config, { text: { value: text, enumerable: true } });
 }
 
 /** A Submittable: pg hands it the connection and it sends its own statements. */
@@ -101,13 +110,23 @@ export function postgresJsTx(tx: (...args: never[]) => unknown, ended: () => boo
       `flag-webhooks: refused through the inbox's tx: ${statement.slice(0, 80)}: the handler runs inside the inbox's transaction; for a transaction of its own, use postgres.js's tx.savepoint(async (sp) => …), which rolls back only its part`,
     );
   };
-  const unsafe = (text: unknown, ...rest: unknown[]) => {
+  const unsafe = (query: unknown, ...rest: unknown[]) => {
+    // A String object (or anything postgres.js would turn into text) is read once, as text, and
+    // that text is what postgres.js runs.
+    const text = typeof query === "object" && query !== null ? String(query) : query;
     if (typeof text === "string") check(text);
     else live();
     return (tx as unknown as { unsafe: PgQuery }).unsafe(text, ...rest);
   };
-  // The other ways postgres.js runs statements: a savepoint, a file of SQL.
-  const guarded = (key: "savepoint" | "file") => {
+  // A file of SQL is read by postgres.js after this returns: its text could not be checked.
+  const file = () => {
+    live();
+    throw new Error(
+      "flag-webhooks: refused through the inbox's tx: tx.file(): the inbox cannot read a file's statements before postgres.js runs them; read the file and send its text with tx.unsafe(text)",
+    );
+  };
+  // The other way postgres.js runs statements: a savepoint.
+  const guarded = (key: "savepoint") => {
     const method = (tx as unknown as Record<string, PgQuery>)[key];
     return (...args: unknown[]) => {
       live();
@@ -121,7 +140,7 @@ export function postgresJsTx(tx: (...args: never[]) => unknown, ended: () => boo
       return Reflect.apply(target, self, args);
     },
     get: (target, key) =>
-      key === "unsafe" ? unsafe : key === "savepoint" || key === "file" ? guarded(key) : Reflect.get(target, key),
+      key === "unsafe" ? unsafe : key === "file" ? file : key === "savepoint" ? guarded(key) : Reflect.get(target, key),
   });
 }
 

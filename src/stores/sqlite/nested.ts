@@ -86,11 +86,17 @@ export function libsqlTx(tx: object, open: () => boolean): HandlerTx {
   // Stryker disable OptionalChaining: a libSQL Transaction has every method called here, and a null statement fails in the driver either way
   const sqlOf = (statement: unknown) =>
     typeof statement === "string" ? statement : (statement as { sql?: unknown } | null)?.sql;
+  // libSQL is handed the text read here, never the statement's own `sql` again (a getter could
+  // answer it a COMMIT where it answered this reading a SELECT).
+  const readOnce = (statement: unknown, sql: unknown) =>
+    typeof statement === "object" && statement !== null && typeof sql === "string"
+      ? Object.create(statement, { sql: { value: sql, enumerable: true } })
+      : statement;
   const execute = async (statement: unknown, ...rest: unknown[]) => {
     live();
     const sql = sqlOf(statement);
     const steps = typeof sql === "string" ? stepsOf(sql, "sqlite") : undefined;
-    if (!steps) return target.execute?.(statement, ...rest);
+    if (!steps) return target.execute?.(readOnce(statement, sql), ...rest);
     const results = await nesting.runAsync(steps, async (each) => target.execute?.(each));
     return results.at(-1);
   };
@@ -111,10 +117,10 @@ export function libsqlTx(tx: object, open: () => boolean): HandlerTx {
       },
       batch: async (statements: unknown, ...rest: unknown[]) => {
         live();
-        const list = Array.isArray(statements) ? statements : [];
-        if (list.some((s) => stepsOf(String(sqlOf(s) ?? ""), "sqlite")))
+        const list = Array.isArray(statements) ? statements.map((s) => readOnce(s, sqlOf(s))) : statements;
+        if (Array.isArray(list) && list.some((s) => stepsOf(String(sqlOf(s) ?? ""), "sqlite")))
           refuse("a batch with BEGIN, COMMIT or ROLLBACK")();
-        return target.batch?.(statements, ...rest);
+        return target.batch?.(list, ...rest);
       },
       commit: refuse("tx.commit()"),
       rollback: refuse("tx.rollback()"),
