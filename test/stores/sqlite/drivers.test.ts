@@ -1,3 +1,4 @@
+import { resolve } from "node:path";
 import { createClient } from "@libsql/client";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
@@ -10,6 +11,7 @@ import {
   syncDriver,
 } from "../../../src/stores/sqlite/drivers.js";
 import type { SqliteAsyncClient, SqliteAsyncTransaction } from "../../../src/stores/sqlite/types.js";
+import { type Started, startProcess, untilPrinted } from "../../support/processes.js";
 import { databaseFile } from "../../support/sqlite.js";
 
 // The SQLite inbox's view of a database with interactive transactions (a synchronous connection,
@@ -275,5 +277,55 @@ describe("libSQL's write lock, bounded by the delivery's deadline", () => {
     expect(await lockFree()).toBe(true);
     // The turn is free: the next begin is not kept waiting for the failed one (it fails the same way).
     await expect(driver.begin(Date.now() + 500, expired)).rejects.toMatchObject({ message: "savepoint refused" });
+  });
+});
+
+describe("libSQL's COMMIT on a rollback journal, while another process reads the file", () => {
+  // The reader holds its shared lock (a transaction that has read): COMMIT waits for it by trying
+  // again after pauses, with SQLite's wait at 0 and the event loop free (SQLite's own wait would
+  // stop it), and rolls back once the deadline passes. The reader is a process of its own: two
+  // SQLite builds in one process do not see each other's locks.
+  async function withReader() {
+    const file = databaseFile();
+    const client = createClient({ url: `file:${file}` });
+    closing.push(() => client.close());
+    await client.execute("pragma journal_mode = delete");
+    await client.executeMultiple(schema());
+    await client.execute("insert into kept (id) values ('first')");
+    const script = `
+      const db = new (require("better-sqlite3"))(process.argv[1]);
+      db.exec("begin; select count(*) from kept");
+      process.on("SIGTERM", () => { db.exec("rollback"); db.close(); process.exit(0); });
+      process.stdout.write("reading\\n");
+      setInterval(() => {}, 60000);`;
+    const reader: Started = startProcess(process.execPath, ["-e", script, file], {
+      cwd: resolve(import.meta.dirname, "../../.."),
+    });
+    closing.push(() => reader.kill());
+    await untilPrinted("the process that reads the file", reader, "reading");
+    const driver = asyncDriver(client as unknown as SqliteAsyncClient, "kept");
+    const open = await driver.begin(soon(), expired);
+    await open.run("insert into kept (id) values (?)", ["second"]);
+    const count = async () => Number((await client.execute("select count(*) as n from kept")).rows[0]?.n);
+    return { driver, open, count, leave: () => reader.stop() };
+  }
+
+  it("commits once the reader leaves", async () => {
+    const { open, count, leave } = await withReader();
+    const left = new Promise((resolve) => setTimeout(resolve, 100)).then(leave);
+    await open.commit(soon(), expired);
+    await left;
+    expect(await count()).toBe(2);
+  });
+
+  it("rolls back when the reader stays past the deadline, and the next transaction commits", async () => {
+    const { driver, open, count, leave } = await withReader();
+    await expect(open.commit(Date.now() + 150, expired)).rejects.toMatchObject({ message: "expired" });
+    await leave();
+    expect(await count()).toBe(1);
+    const next = await driver.begin(soon(), expired);
+    await next.run("insert into kept (id) values (?)", ["next"]);
+    await next.commit(soon(), expired);
+    expect(await count()).toBe(2);
   });
 });
