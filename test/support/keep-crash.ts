@@ -32,7 +32,7 @@ const SECRET = "whsec-keep-crash";
 const SCOPE = "keep-crash";
 
 /** Where the processes keep events. */
-export type KeepCrashBackend = "postgres" | "better-sqlite3" | "libsql";
+export type KeepCrashBackend = "postgres" | "better-sqlite3" | "better-sqlite3-keep-on" | "libsql";
 
 export interface KeepCrashOptions {
   backend: KeepCrashBackend;

@@ -13,6 +13,8 @@ const availability = postgresAvailability();
 const backends: [KeepCrashBackend, boolean][] = [
   ["postgres", availability.available],
   ["better-sqlite3", true],
+  // The receivers keep each delivery on a second connection of the inbox's own (keepOn).
+  ["better-sqlite3-keep-on", true],
   ["libsql", true],
 ];
 
