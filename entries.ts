@@ -253,8 +253,8 @@ export const entries: readonly Entry[] = [
         // 5061 before the handler's own BEGIN/COMMIT/ROLLBACK through tx became savepoints (the
         // statement reader shared with Postgres, the connection's and libSQL's tx, closed once the
         // transaction ended) and the handler deadline (+2312 B); then keep-then-work (+5306 B); then the rule of ordered delivery (about 1.4 kB).
-        measured: 17545,
-        grew: "from 15027 B: group commit of enqueue() and its one-step writes (BEGIN IMMEDIATE, the statement and COMMIT in one synchronous step, no savepoint where no handler runs), positions bounded by the retention and kept while the scope keeps events; then 1,273 B (7.8 %): as the postgres entry's, and libSQL's lock waits moved out of SQLite (BEGIN IMMEDIATE and a rollback journal's COMMIT tried with SQLite's wait at 0, again after pauses: a wait inside SQLite stopped the whole process)",
+        measured: 18762,
+        grew: "from 15027 B: group commit of enqueue() and its one-step writes (BEGIN IMMEDIATE, the statement and COMMIT in one synchronous step, no savepoint where no handler runs), positions bounded by the retention and kept while the scope keeps events; then 1,273 B (7.8 %): as the postgres entry's, and libSQL's lock waits moved out of SQLite (BEGIN IMMEDIATE and a rollback journal's COMMIT tried with SQLite's wait at 0, again after pauses: a wait inside SQLite stopped the whole process); then 1,217 B (6.9 %): keepOn (a second connection of the inbox's own where a keep is one autocommitted upsert, its checks that it is another connection to the same file, and its keep and group paths), and the reader of a handler's transaction statements hardened (the inbox's savepoint refused however quoted, a statement's text handed to the driver as read, never read twice)",
       },
     ],
   },
