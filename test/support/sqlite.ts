@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
-import type Database from "better-sqlite3";
+import Database from "better-sqlite3";
 import type { DedupeStore } from "flag-webhooks";
 import { type AdapterName, adapterReceiver, type ReceiverOptions, type Send } from "./adapter-receivers.js";
 import { startReceiverProcess } from "./crash.js";
@@ -23,6 +23,18 @@ export function databaseFile(name = "inbox.db"): string {
   const dir = join(root, ".test-results/sqlite", randomUUID());
   mkdirSync(dir, { recursive: true });
   return join(dir, name);
+}
+
+/** Whether a fresh read-only connection to `file` sees the inbox's row `id` committed. */
+export function committedIn(file: string): (id: string) => boolean {
+  return (id) => {
+    const reader = new Database(file, { readonly: true });
+    try {
+      return reader.prepare("select 1 from flag_webhooks_inbox where id = ?").get(id) !== undefined;
+    } finally {
+      reader.close();
+    }
+  };
 }
 
 export const signBody = (text: string, secret = SQLITE_SECRET): Promise<string> => signatureOf(secret, text);

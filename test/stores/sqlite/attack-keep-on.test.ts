@@ -6,7 +6,7 @@ import { createEvent } from "flag-webhooks/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { statusOf } from "../../support/deliveries.js";
 import { holdWriteLock } from "../../support/lock-holder.js";
-import { databaseFile } from "../../support/sqlite.js";
+import { committedIn, databaseFile } from "../../support/sqlite.js";
 
 // Attack on keepOn, a second connection given to the inbox for enqueue() alone: a keep there is
 // one autocommitted statement with the busy_timeout at 0. Whatever lock another connection or
@@ -34,15 +34,7 @@ async function setUp(mode: "wal" | "delete") {
   const second = connect(file);
   const inbox = new SqliteInbox(db, { scope: "keep-on", timeout: "300ms", keepOn: second });
   await inbox.migrate();
-  /** Whether a fresh connection sees `id` committed. */
-  const committed = (id: string) => {
-    const reader = new Database(file, { readonly: true });
-    try {
-      return reader.prepare("select 1 from flag_webhooks_inbox where id = ?").get(id) !== undefined;
-    } finally {
-      reader.close();
-    }
-  };
+  const committed = committedIn(file);
   return { file, db, second, inbox, keep: inbox.enqueue(), committed };
 }
 

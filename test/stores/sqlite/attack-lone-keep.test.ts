@@ -11,7 +11,7 @@ import { eventJson, signedHeaders, statusOf } from "../../support/deliveries.js"
 import { freePort } from "../../support/free-port.js";
 import { KEEP_CRASH_SECRET, startKeepProcess } from "../../support/keep-crash.js";
 import { nodeScript } from "../../support/node-bundle.js";
-import { databaseFile, RUNTIMES } from "../../support/sqlite.js";
+import { committedIn, databaseFile, RUNTIMES } from "../../support/sqlite.js";
 
 // Attack on the lone synchronous keep: a delivery alone (no other of its onEvent on its way) is
 // kept in the request's own tick, BEGIN IMMEDIATE, INSERT and COMMIT at once on the app's
@@ -36,15 +36,7 @@ async function setUp() {
   db.exec("create table app (v text)");
   const inbox = new SqliteInbox(db, { scope: "lone", timeout: "300ms" });
   await inbox.migrate();
-  /** Whether another connection sees `id` committed. */
-  const committed = (id: string) => {
-    const reader = new Database(file, { readonly: true });
-    try {
-      return reader.prepare("select 1 from flag_webhooks_inbox where id = ?").get(id) !== undefined;
-    } finally {
-      reader.close();
-    }
-  };
+  const committed = committedIn(file);
   return { file, db, inbox, keep: inbox.enqueue(), committed };
 }
 const busyTimeout = (db: Database.Database) => db.pragma("busy_timeout", { simple: true });
