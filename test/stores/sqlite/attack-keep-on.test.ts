@@ -119,7 +119,12 @@ describe("keepOn, a connection of the inbox's own for enqueue()", () => {
     const { second, keep, committed } = await setUp("wal");
     second.exec("begin");
     const id = newId();
-    const status = await statusOf(keep(eventOf(id)));
+    const failure = await keep(eventOf(id)).catch((error: unknown) => error);
+    // The 503 says why: the connection is the inbox's own, and the app's transaction is open on it.
+    expect((failure as { cause?: { message?: string } }).cause?.message).toBe(
+      'flag-webhooks: a transaction is open on the "keepOn" connection, which is the inbox\'s own',
+    );
+    const status = await statusOf(Promise.reject(failure));
     const joined = second.prepare("select count(*) as n from flag_webhooks_inbox where id = ?").get(id) as {
       n: number;
     };

@@ -154,3 +154,33 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   });
   return { promise, resolve };
 }
+
+describe("keep then work: a copy kept on the waiting path", () => {
+  // A delivery that cannot be kept at once (the write lock held elsewhere) waits for its own
+  // COMMIT; a copy of a kept event found there is a duplicate, as one found at once is.
+  for (const [name, options] of [
+    ["groupCommit: false", { groupCommit: false }],
+    ["group commit", {}],
+  ] as const) {
+    it(`${name}: a copy that waited for the write lock is answered as a duplicate`, async () => {
+      const file = databaseFile();
+      const db = new Database(file);
+      db.pragma("journal_mode = wal");
+      const other = new Database(file);
+      closing.push(
+        () => db.close(),
+        () => other.close(),
+      );
+      const inbox = new SqliteInbox(db, { scope: "copy-waited", timeout: "3s" });
+      await inbox.migrate();
+      const keep = inbox.enqueue(options);
+      const event = createEvent("flag.updated", { id: "evt_copy_waited" }) as never;
+      expect(await keep(event)).toEqual({ status: 202 });
+      other.exec("begin immediate");
+      const copy = keep(event);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      other.exec("rollback");
+      expect(await copy).toEqual({ status: 204, headers: { "webhook-duplicate": "true" } });
+    });
+  }
+});
