@@ -24,11 +24,9 @@ export class Turns {
    * The turn at once, when nobody holds it, without a giver: true when taken, to be given back by
    * {@link giveBack} (once) before anything awaits; for a holder that gives it back in the same tick.
    */
-  // Stryker disable ConditionalExpression,BooleanLiteral: its holder gives the turn back in the same tick, before anything else runs; refused, the delivery is kept by the group, the same
   holdNow(): boolean {
     if (this.#held) return false;
     this.#held = true;
-    // Stryker restore ConditionalExpression,BooleanLiteral
     return true;
   }
 

@@ -35,6 +35,22 @@ describe("Turns", () => {
     expect(turns.free).toBe(true);
   });
 
+  it("holdNow() takes the turn only when nobody holds it (a handler's transaction may), and giveBack() hands it on", async () => {
+    const turns = new Turns();
+    const give = await turns.take(soon(), expired);
+    expect(turns.holdNow()).toBe(false);
+    give();
+    expect(turns.holdNow()).toBe(true);
+    expect(turns.free).toBe(false);
+    expect(turns.holdNow()).toBe(false);
+    const next = turns.take(soon(), expired);
+    turns.giveBack();
+    const giveNext = await next;
+    expect(turns.free).toBe(false);
+    giveNext();
+    expect(turns.free).toBe(true);
+  });
+
   it("a waiter whose deadline passes leaves the line: the turn given back is free, not handed to it", async () => {
     const turns = new Turns();
     const give = await turns.take(soon(), expired);
